@@ -1,0 +1,244 @@
+//! The application: shared state, background tasks, and serving with graceful shutdown.
+
+use std::{collections::HashMap, future::Future, ops::Deref, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use tokio::{
+    net::TcpListener,
+    sync::{Notify, broadcast},
+    task::JoinHandle,
+    time::Instant,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    config::{Config, Profile},
+    inbox::{Committer, Pipeline, Processed, Worker},
+    protocol::{Credentials, crypto::AesKey},
+    store::{self, Store},
+    telemetry::Metrics,
+};
+
+/// One profile's callback credentials, with the AES key derived once at start.
+#[derive(Debug)]
+pub struct ProfileKeys {
+    profile: Profile,
+    aes: Option<AesKey>,
+}
+
+impl ProfileKeys {
+    fn new(profile: Profile) -> Self {
+        let aes = profile.encrypt_key().map(AesKey::derive);
+        Self { profile, aes }
+    }
+
+    /// What authenticates this profile's event callbacks.
+    pub fn credentials(&self) -> Credentials<'_> {
+        Credentials {
+            encrypt: self.profile.encrypt_key().zip(self.aes.as_ref()),
+            verification_token: self.profile.verification_token(),
+        }
+    }
+
+    /// The Verification Token.
+    pub fn verification_token(&self) -> &str {
+        self.profile.verification_token()
+    }
+}
+
+/// Everything a request handler or worker needs.
+#[derive(Debug)]
+pub struct App {
+    /// Validated configuration.
+    pub config: Arc<Config>,
+    /// Profiles by URL name.
+    pub profiles: HashMap<String, ProfileKeys>,
+    /// The database.
+    pub store: Arc<dyn Store>,
+    /// The group committer on the webhook path.
+    pub committer: Committer,
+    /// This instance's metrics.
+    pub metrics: Metrics,
+    /// Process start.
+    pub started: Instant,
+    /// Worker outcomes, for observers.
+    pub processed: broadcast::Sender<Processed>,
+}
+
+impl std::fmt::Debug for dyn Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({})", self.backend().as_str())
+    }
+}
+
+/// Cheap-to-clone handle on the [`App`]; the axum state.
+#[derive(Debug, Clone)]
+pub struct AppState(pub Arc<App>);
+
+impl Deref for AppState {
+    type Target = App;
+    fn deref(&self) -> &App {
+        &self.0
+    }
+}
+
+/// A started bridge: state, background tasks, and the means to stop them.
+pub struct Bridge {
+    state: AppState,
+    worker_stop: CancellationToken,
+    committer_stop: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Bridge {
+    /// Opens and migrates the configured database, then starts the background tasks.
+    pub async fn start(config: Config) -> anyhow::Result<Self> {
+        let store = store::open(&config.database)
+            .await
+            .with_context(|| format!("cannot open database {}", config.database.redacted_url()))?;
+        store.migrate().await.context("database migration failed")?;
+        Ok(Self::with_store(config, store))
+    }
+
+    /// Starts the background tasks on an already-migrated store.
+    pub fn with_store(config: Config, store: Arc<dyn Store>) -> Self {
+        let metrics = Metrics::new();
+        let wake = Arc::new(Notify::new());
+        let committer_stop = CancellationToken::new();
+        let worker_stop = CancellationToken::new();
+        let writers = match store.backend() {
+            store::Backend::Sqlite => 1,
+            store::Backend::Postgres => config.database.committers,
+        };
+        let (committer, mut tasks) = Committer::spawn(
+            store.clone(),
+            metrics.clone(),
+            wake.clone(),
+            writers,
+            committer_stop.clone(),
+        );
+        let (processed, _) = broadcast::channel(1024);
+        if config.worker.enabled {
+            let worker = Worker {
+                store: store.clone(),
+                pipeline: Arc::new(Pipeline::new()),
+                config: config.worker.clone(),
+                metrics: metrics.clone(),
+                wake,
+                processed: processed.clone(),
+                stop: worker_stop.clone(),
+            };
+            tasks.push(tokio::spawn(worker.run()));
+        }
+        let profiles = config
+            .profiles
+            .iter()
+            .map(|p| (p.name.clone(), ProfileKeys::new(p.clone())))
+            .collect();
+        let app = App {
+            config: Arc::new(config),
+            profiles,
+            store,
+            committer,
+            metrics,
+            started: Instant::now(),
+            processed,
+        };
+        Self {
+            state: AppState(Arc::new(app)),
+            worker_stop,
+            committer_stop,
+            tasks,
+        }
+    }
+
+    /// The shared state (tests subscribe to worker outcomes through it).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves HTTP on `listener` until `shutdown` resolves; then stops accepting, lets
+    /// in-flight requests finish, lets the worker finish its current event, and stops
+    /// the committers once nothing can submit to them any more.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let grace = Duration::from_secs(self.state.config.server.shutdown_grace_secs);
+        let router = crate::http::router(self.state.clone());
+        let worker_stop = self.worker_stop.clone();
+        let signalled = CancellationToken::new();
+        let signalled_in = signalled.clone();
+        let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down: no new connections; finishing in-flight work");
+            worker_stop.cancel();
+            signalled_in.cancel();
+        });
+        let mut server = std::pin::pin!(server.into_future());
+        // Once the signal came, in-flight requests get `grace` to finish.
+        let served = tokio::select! {
+            r = &mut server => r,
+            () = async { signalled.cancelled().await; tokio::time::sleep(grace).await } => {
+                tracing::warn!("in-flight requests did not finish within the grace period");
+                Ok(())
+            }
+        };
+        self.stop(grace).await;
+        served.context("HTTP server failed")
+    }
+
+    /// Stops the background tasks (used by `serve`, and by tests that never served).
+    pub async fn stop(self, grace: Duration) {
+        self.worker_stop.cancel();
+        self.committer_stop.cancel();
+        for task in self.tasks {
+            if tokio::time::timeout(grace, task).await.is_err() {
+                tracing::warn!("a background task did not stop within the grace period");
+            }
+        }
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
+/// Binds the configured address and serves until SIGTERM or Ctrl-C.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let addr = config.server.listen_addr();
+    if config.profiles.is_empty() {
+        tracing::warn!(
+            "no profiles configured: add a [[profiles]] table (name, app_id, verification_token, \
+             optional encrypt_key) to feishu-bridge.toml, or point --config / FEISHU_BRIDGE_CONFIG at a file"
+        );
+    }
+    if config.server.admin_token().is_none() {
+        tracing::warn!(%addr, "no admin_token: REST routes are open to anyone who can reach this address");
+    }
+    let bridge = Bridge::start(config).await?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    tracing::info!(%addr, backend = bridge.state.store.backend().as_str(), "feishu-bridge listening");
+    bridge.serve(listener, shutdown_signal()).await
+}

@@ -1,0 +1,246 @@
+//! File → environment → validation.
+//!
+//! The environment is passed in as a lookup function rather than read with
+//! `std::env::var` inside, so tests can give each load its own environment without
+//! touching the process's (no `set_var`).
+
+use std::path::{Path, PathBuf};
+
+use secrecy::SecretString;
+
+use super::{Config, validate};
+
+/// Where a configuration came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// No file: built-in defaults.
+    #[default]
+    Defaults,
+    /// This TOML file.
+    File(PathBuf),
+}
+
+/// A configuration problem, naming the key it is about.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("{}", render(.key, .message))]
+pub struct ConfigError {
+    /// `profiles[1].encrypt_key`, or empty when the problem is not about one key.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn render(key: &str, message: &str) -> String {
+    if key.is_empty() {
+        message.to_string()
+    } else {
+        format!("{key}: {message}")
+    }
+}
+
+impl ConfigError {
+    pub(super) fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The default file name looked for in the working directory.
+pub const DEFAULT_FILE: &str = "feishu-bridge.toml";
+
+/// Loads the configuration: `path`, else `FEISHU_BRIDGE_CONFIG`, else
+/// `./feishu-bridge.toml` if it exists, else built-in defaults; then applies environment
+/// overrides and validates.
+pub fn load(
+    path: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let chosen: Option<PathBuf> = match path {
+        Some(p) => Some(p.to_path_buf()),
+        None => match env("FEISHU_BRIDGE_CONFIG").filter(|v| !v.is_empty()) {
+            Some(p) => Some(PathBuf::from(p)),
+            None => Some(PathBuf::from(DEFAULT_FILE)).filter(|p| p.exists()),
+        },
+    };
+    let Some(file) = chosen else {
+        let mut config = Config::default();
+        apply_env(&mut config, env);
+        validate::validate(&config)?;
+        return Ok(config);
+    };
+    let text = std::fs::read_to_string(&file).map_err(|e| {
+        ConfigError::new(
+            "",
+            format!("cannot read config file {}: {e}", file.display()),
+        )
+    })?;
+    let mut config = load_from_str(&text, env)?;
+    config.source = ConfigSource::File(file);
+    Ok(config)
+}
+
+/// Parses TOML text, applies environment overrides and validates.
+pub fn load_from_str(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let de = toml::Deserializer::new(text);
+    let mut config: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let key = if key == "." { String::new() } else { key };
+        ConfigError::new(key, first_line(e.inner().message()))
+    })?;
+    apply_env(&mut config, env);
+    validate::validate(&config)?;
+    Ok(config)
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().trim().to_string()
+}
+
+/// Environment overrides: `DATABASE_URL`, `FEISHU_BRIDGE_ADMIN_TOKEN` and, per profile,
+/// `FEISHU_BRIDGE_<NAME>_{APP_SECRET,ENCRYPT_KEY,VERIFICATION_TOKEN,AGENT_SECRET,AGENT_API_KEY}`.
+/// The environment always wins over the file.
+fn apply_env(config: &mut Config, env: &dyn Fn(&str) -> Option<String>) {
+    let secret = |name: &str| env(name).filter(|v| !v.is_empty()).map(SecretString::from);
+    if let Some(url) = secret("DATABASE_URL") {
+        config.database.url = url;
+    }
+    if let Some(token) = secret("FEISHU_BRIDGE_ADMIN_TOKEN") {
+        config.server.admin_token = Some(token);
+    }
+    for profile in &mut config.profiles {
+        let prefix = profile.env_prefix();
+        let var = |suffix: &str| secret(&format!("{prefix}{suffix}"));
+        if let Some(v) = var("APP_SECRET") {
+            profile.app_secret = Some(v);
+        }
+        if let Some(v) = var("ENCRYPT_KEY") {
+            profile.encrypt_key = Some(v);
+        }
+        if let Some(v) = var("VERIFICATION_TOKEN") {
+            profile.verification_token = Some(v);
+        }
+        if let Some(v) = var("AGENT_SECRET") {
+            profile.agent.secret = Some(v);
+        }
+        if let Some(v) = var("AGENT_API_KEY") {
+            profile.agent.api_key = Some(v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use secrecy::ExposeSecret;
+
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    const TWO_PROFILES: &str = r#"
+[server]
+admin_token = "file-admin"
+
+[[profiles]]
+name = "planner"
+app_id = "cli_a"
+verification_token = "vt-a"
+
+[[profiles]]
+name = "code-bot"
+app_id = "cli_b"
+verification_token = "vt-b"
+encrypt_key = "ek-b"
+"#;
+
+    #[test]
+    fn defaults_without_a_file_use_sqlite_on_loopback() {
+        let config = load(None, &env_of(&[])).expect("defaults load");
+        assert_eq!(config.database.redacted_url(), "sqlite://feishu-bridge.db");
+        assert_eq!(config.server.listen, "127.0.0.1:8080");
+        assert!(config.profiles.is_empty());
+        assert_eq!(config.source, ConfigSource::Defaults);
+    }
+
+    #[test]
+    fn environment_overrides_file_secrets() {
+        let env = env_of(&[
+            ("DATABASE_URL", "postgres://u:pw@db/x"),
+            ("FEISHU_BRIDGE_ADMIN_TOKEN", "env-admin"),
+            ("FEISHU_BRIDGE_CODE_BOT_ENCRYPT_KEY", "ek-env"),
+            ("FEISHU_BRIDGE_PLANNER_APP_SECRET", "as-env"),
+        ]);
+        let config = load_from_str(TWO_PROFILES, &env).expect("loads");
+        assert_eq!(config.server.admin_token(), Some("env-admin"));
+        assert_eq!(config.database.redacted_url(), "postgres://u:***@db/x");
+        assert_eq!(config.profiles[1].encrypt_key(), Some("ek-env"));
+        let secret = config.profiles[0].app_secret.as_ref().expect("set");
+        assert_eq!(secret.expose_secret(), "as-env");
+    }
+
+    #[test]
+    fn validation_errors_name_the_key() {
+        let text = TWO_PROFILES.replace("encrypt_key = \"ek-b\"", "encrypt_key = \"\"");
+        let err = load_from_str(&text, &env_of(&[])).expect_err("empty key rejected");
+        assert_eq!(err.key, "profiles[1].encrypt_key");
+        assert!(err.to_string().starts_with("profiles[1].encrypt_key: "));
+    }
+
+    #[test]
+    fn type_errors_name_the_key() {
+        let text = format!("{TWO_PROFILES}\n[context]\nmax_context_chars = \"lots\"\n");
+        let err = load_from_str(&text, &env_of(&[])).expect_err("type error");
+        assert_eq!(err.key, "context.max_context_chars");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_their_place() {
+        let text = TWO_PROFILES.replace(
+            "app_id = \"cli_b\"",
+            "app_id = \"cli_b\"\nencrypt_kye = \"x\"",
+        );
+        let err = load_from_str(&text, &env_of(&[])).expect_err("typo rejected");
+        assert_eq!(err.key, "profiles[1].encrypt_kye");
+        assert!(err.message.contains("encrypt_kye"), "{err}");
+    }
+
+    #[test]
+    fn missing_token_names_the_profile_and_its_variable() {
+        let text = TWO_PROFILES.replace("verification_token = \"vt-a\"\n", "");
+        let err = load_from_str(&text, &env_of(&[])).expect_err("token required");
+        assert_eq!(err.key, "profiles[0].verification_token");
+        assert!(
+            err.message
+                .contains("FEISHU_BRIDGE_PLANNER_VERIFICATION_TOKEN")
+        );
+        let ok = load_from_str(
+            &text,
+            &env_of(&[("FEISHU_BRIDGE_PLANNER_VERIFICATION_TOKEN", "from-env")]),
+        )
+        .expect("env supplies the token");
+        assert_eq!(ok.profiles[0].verification_token(), "from-env");
+    }
+
+    #[test]
+    fn secrets_never_appear_in_debug_output() {
+        let env = env_of(&[("FEISHU_BRIDGE_PLANNER_APP_SECRET", "s3cr3t-app")]);
+        let config = load_from_str(TWO_PROFILES, &env).expect("loads");
+        let debug = format!("{config:?}");
+        for secret in ["s3cr3t-app", "file-admin", "vt-a", "vt-b", "ek-b"] {
+            assert!(!debug.contains(secret), "{secret} leaked in Debug output");
+        }
+        assert!(debug.contains("cli_a"), "non-secret fields still print");
+    }
+}

@@ -1,0 +1,439 @@
+//! Configuration: the TOML file, environment overrides for secrets, and validation.
+//!
+//! Loading goes embedded defaults → file → environment → validate (see `load.rs`).
+//! Secrets are [`SecretString`]s, which never print; a validation error names the key it
+//! is about, in the `profiles[1].encrypt_key` form.
+
+mod load;
+mod validate;
+
+use std::{net::SocketAddr, path::PathBuf};
+
+pub use load::{ConfigError, ConfigSource, load, load_from_str};
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+
+/// The whole configuration of one hub.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// HTTP listener and REST protection.
+    pub server: ServerConfig,
+    /// Database connection.
+    pub database: DatabaseConfig,
+    /// Hub-wide context defaults (used by the context engine).
+    pub context: ContextConfig,
+    /// Inbox worker tuning.
+    pub worker: WorkerConfig,
+    /// Feishu bot profiles: one per app.
+    pub profiles: Vec<Profile>,
+    /// Group chats configured for the hub.
+    pub workspaces: Vec<Workspace>,
+    /// Where the configuration came from (not part of the file).
+    #[serde(skip)]
+    pub source: ConfigSource,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Listen address, `host:port`.
+    pub listen: String,
+    /// Bearer token for the REST routes; env `FEISHU_BRIDGE_ADMIN_TOKEN`.
+    pub admin_token: Option<SecretString>,
+    /// Largest accepted webhook body.
+    pub max_body_bytes: usize,
+    /// Freshness window for `X-Lark-Request-Timestamp`; 0 disables the check.
+    pub timestamp_tolerance_secs: u64,
+    /// Allow REST routes without a token on a non-loopback address.
+    pub allow_unauthenticated: bool,
+    /// Require the admin token on `/metrics` too.
+    pub protect_metrics: bool,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// Whole-request timeout for every route.
+    pub request_timeout_secs: u64,
+    /// How long a graceful shutdown may take before in-flight work is abandoned.
+    pub shutdown_grace_secs: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            admin_token: None,
+            max_body_bytes: 1024 * 1024,
+            timestamp_tolerance_secs: 3600,
+            allow_unauthenticated: false,
+            protect_metrics: false,
+            log_format: LogFormat::Text,
+            request_timeout_secs: 30,
+            shutdown_grace_secs: 20,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The parsed listen address (validated at load time).
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.listen
+            .parse()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 8080)))
+    }
+
+    /// The admin token, if one is set and non-empty.
+    pub fn admin_token(&self) -> Option<&str> {
+        self.admin_token
+            .as_ref()
+            .map(|t| t.expose_secret())
+            .filter(|t| !t.is_empty())
+    }
+}
+
+/// `[database]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// `sqlite://file.db` or `postgres://…`; env `DATABASE_URL` overrides. May hold a
+    /// password, so it is a secret; [`DatabaseConfig::redacted_url`] is safe to show.
+    pub url: SecretString,
+    /// Bound on connecting and on each store operation, so a down database surfaces as
+    /// an error instead of a hung request.
+    pub timeout_ms: u64,
+    /// Pool size (Postgres; SQLite uses a small fixed pool).
+    pub max_connections: u32,
+    /// Concurrent inbox committers (group-commit writers). SQLite always uses one.
+    pub committers: usize,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            url: SecretString::from("sqlite://feishu-bridge.db"),
+            timeout_ms: 2000,
+            max_connections: 16,
+            committers: 4,
+        }
+    }
+}
+
+impl DatabaseConfig {
+    /// The URL with any password replaced by `***`.
+    pub fn redacted_url(&self) -> String {
+        redact_url(self.url.expose_secret())
+    }
+
+    /// `sqlite` or `postgres`, from the URL scheme.
+    pub fn backend_name(&self) -> &'static str {
+        if self.url.expose_secret().starts_with("sqlite:") {
+            "sqlite"
+        } else {
+            "postgres"
+        }
+    }
+}
+
+/// Replaces the password of a URL with `***`; leaves other strings alone.
+pub fn redact_url(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => raw.to_string(),
+    }
+}
+
+/// `[context]`: hub defaults for the context engine.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContextConfig {
+    /// Days an event is kept.
+    pub retention_days: u32,
+    /// Longer agent outputs are truncated and flagged.
+    pub max_agent_output_chars: usize,
+    /// Character budget of the thread context.
+    pub max_context_chars: usize,
+    /// Item budget of the thread context.
+    pub thread_context_limit: usize,
+    /// Budget of a quoted reply, truncation marker included.
+    pub quoted_reply_max_chars: usize,
+    /// Inject the thread context (topic root, discussion, other bots' outputs).
+    pub shared_thread_enabled: bool,
+    /// Inject the topic root into a new session's first turn.
+    pub topic_root_enabled: bool,
+    /// Inject the group messages observed since the last accepted turn.
+    pub group_chat_history_share: bool,
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        Self {
+            retention_days: 30,
+            max_agent_output_chars: 20_000,
+            max_context_chars: 24_000,
+            thread_context_limit: 20,
+            quoted_reply_max_chars: 12_000,
+            shared_thread_enabled: false,
+            topic_root_enabled: true,
+            group_chat_history_share: false,
+        }
+    }
+}
+
+/// `[worker]`: the background inbox worker.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerConfig {
+    /// Run the inbox worker in this process.
+    pub enabled: bool,
+    /// Attempts before an event is marked failed.
+    pub max_attempts: u32,
+    /// First retry delay; doubles per attempt.
+    pub retry_base_ms: u64,
+    /// Longest retry delay.
+    pub retry_max_ms: u64,
+    /// How often an idle worker looks for due retries and other replicas' work.
+    pub poll_interval_ms: u64,
+    /// How long a claimed event stays reserved for one worker.
+    pub lease_ms: u64,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_attempts: 8,
+            retry_base_ms: 1000,
+            retry_max_ms: 5 * 60 * 1000,
+            poll_interval_ms: 1000,
+            lease_ms: 5 * 60 * 1000,
+        }
+    }
+}
+
+/// How a group chat's sessions are keyed.
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum GroupScope {
+    /// `group:<chat_id>`
+    #[default]
+    SharedChat,
+    /// `group-user:<chat_id>:<open_id>`
+    PerUser,
+    /// `thread:<chat_id>:<root_id>`
+    Thread,
+}
+
+/// One Feishu app, its agent backend and its policies.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// URL segment: `/webhook/<name>/event`.
+    pub name: String,
+    /// The app's `app_id`; also the profile's `bridge_id`.
+    pub app_id: String,
+    /// env `FEISHU_BRIDGE_<NAME>_APP_SECRET`.
+    #[serde(default)]
+    pub app_secret: Option<SecretString>,
+    /// env `FEISHU_BRIDGE_<NAME>_ENCRYPT_KEY`; optional.
+    #[serde(default)]
+    pub encrypt_key: Option<SecretString>,
+    /// env `FEISHU_BRIDGE_<NAME>_VERIFICATION_TOKEN`.
+    #[serde(default)]
+    pub verification_token: Option<SecretString>,
+    /// The bot's own open_id; else asked from the bot info API at start.
+    #[serde(default)]
+    pub bot_open_id: Option<String>,
+    /// Open API base URL.
+    #[serde(default = "default_api_base")]
+    pub api_base: String,
+    /// Accept private chats.
+    #[serde(default = "yes")]
+    pub dm_enabled: bool,
+    /// Accept group chats.
+    #[serde(default = "yes")]
+    pub group_enabled: bool,
+    /// In groups, only an @ of this bot invokes it.
+    #[serde(default = "yes")]
+    pub require_mention: bool,
+    /// In groups, every message invokes the bot.
+    #[serde(default)]
+    pub group_reply_all: bool,
+    /// Threads get their own history scope.
+    #[serde(default = "yes")]
+    pub thread_isolation: bool,
+    /// How group sessions are keyed.
+    #[serde(default)]
+    pub group_scope: GroupScope,
+    /// Record replies instead of sending them.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Chats that may be observed; empty = all.
+    #[serde(default)]
+    pub allow_chats: Vec<String>,
+    /// Users who may invoke; empty = everyone.
+    #[serde(default)]
+    pub allow_users: Vec<String>,
+    /// Agent backend.
+    #[serde(default)]
+    pub agent: AgentConfig,
+}
+
+fn default_api_base() -> String {
+    "https://open.feishu.cn".into()
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Profile {
+    /// The encrypt key, if one is configured and non-empty.
+    pub fn encrypt_key(&self) -> Option<&str> {
+        self.encrypt_key
+            .as_ref()
+            .map(|k| k.expose_secret())
+            .filter(|k| !k.is_empty())
+    }
+
+    /// The verification token (validated to be present and non-empty).
+    pub fn verification_token(&self) -> &str {
+        self.verification_token
+            .as_ref()
+            .map(|k| k.expose_secret())
+            .unwrap_or_default()
+    }
+
+    /// Prefix of this profile's environment variables: `FEISHU_BRIDGE_<NAME>_`.
+    pub fn env_prefix(&self) -> String {
+        format!(
+            "FEISHU_BRIDGE_{}_",
+            self.name.to_uppercase().replace('-', "_")
+        )
+    }
+}
+
+/// Which agent backend a profile hands its turns to.
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentKind {
+    /// Built in: answers with a summary of what it was given.
+    #[default]
+    Echo,
+    /// POST to the operator's agent runtime.
+    Webhook,
+    /// An OpenAI-compatible chat-completions endpoint.
+    Openai,
+}
+
+impl AgentKind {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Echo => "echo",
+            Self::Webhook => "webhook",
+            Self::Openai => "openai",
+        }
+    }
+}
+
+/// `[profiles.agent]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Backend kind.
+    #[serde(default)]
+    pub kind: AgentKind,
+    /// Webhook URL.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Webhook signing secret; env `FEISHU_BRIDGE_<NAME>_AGENT_SECRET`.
+    #[serde(default)]
+    pub secret: Option<SecretString>,
+    /// Turn timeout.
+    #[serde(default = "default_agent_timeout")]
+    pub timeout_secs: u64,
+    /// OpenAI-compatible base URL.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// Model name.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// API key; env `FEISHU_BRIDGE_<NAME>_AGENT_API_KEY`.
+    #[serde(default)]
+    pub api_key: Option<SecretString>,
+}
+
+fn default_agent_timeout() -> u64 {
+    600
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            kind: AgentKind::Echo,
+            url: None,
+            secret: None,
+            timeout_secs: default_agent_timeout(),
+            base_url: None,
+            model: None,
+            api_key: None,
+        }
+    }
+}
+
+/// Workspace collection mode.
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceMode {
+    /// Un-mentioned discussion is recorded and shared.
+    #[default]
+    Shared,
+    /// Only the owner's explicit @ invokes; discussion is not recorded.
+    OwnerOnly,
+}
+
+/// `[[workspaces]]`: a group chat configured for the hub.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workspace {
+    /// `oc_…`
+    pub chat_id: String,
+    /// Collection mode.
+    #[serde(default)]
+    pub mode: WorkspaceMode,
+    /// open_id, union_id or user_id of the owner (required for `owner_only`).
+    #[serde(default)]
+    pub owner: Option<String>,
+    /// Item budget override.
+    #[serde(default)]
+    pub thread_context_limit: Option<usize>,
+}
+
+impl Config {
+    /// The profile with this URL name.
+    pub fn profile(&self, name: &str) -> Option<&Profile> {
+        self.profiles.iter().find(|p| p.name == name)
+    }
+
+    /// Path the configuration was read from, if any.
+    pub fn path(&self) -> Option<&PathBuf> {
+        match &self.source {
+            ConfigSource::File(p) => Some(p),
+            ConfigSource::Defaults => None,
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! One error type for every route, one JSON shape: `{"error":{"code","message"}}`.
+//!
+//! `code` is a stable snake_case string users can script against. A 5xx keeps its source
+//! for the log; the client sees only the code and a fixed message, never internals.
+
+use axum::{
+    Json,
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::protocol::Rejection;
+
+/// Every error a route can answer with.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 401: signature missing or wrong.
+    #[error("{0}")]
+    BadSignature(&'static str),
+    /// 401: verification token wrong.
+    #[error("verification token does not match")]
+    BadToken,
+    /// 401: timestamp outside the window.
+    #[error("{0}")]
+    StaleTimestamp(&'static str),
+    /// 400: body could not be decrypted.
+    #[error("{0}")]
+    Undecryptable(&'static str),
+    /// 400: body is not a readable callback.
+    #[error("{0}")]
+    MalformedJson(String),
+    /// 404: no profile with this name.
+    #[error("no profile named {0:?}")]
+    UnknownProfile(String),
+    /// 413: body over `server.max_body_bytes`.
+    #[error("body is larger than {0} bytes")]
+    PayloadTooLarge(usize),
+    /// 503: the database did not take the write or answer the read.
+    #[error("the store is unavailable; retry later")]
+    StoreUnavailable(#[source] Option<Box<dyn std::error::Error + Send + Sync>>),
+    /// 401: admin bearer token missing or wrong.
+    #[error("missing or wrong bearer token")]
+    Unauthorized,
+    /// 404: no such route.
+    #[error("no route for this path")]
+    RouteNotFound,
+    /// 404: no such resource.
+    #[error("{0}")]
+    NotFound(String),
+    /// 400: a query or path parameter is invalid.
+    #[error("{0}")]
+    BadRequest(String),
+}
+
+/// The error body.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// `error` of [`ErrorBody`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable code, e.g. `bad_signature`.
+    #[schema(example = "bad_signature")]
+    pub code: String,
+    /// Human-readable explanation.
+    pub message: String,
+}
+
+impl ApiError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::BadSignature(_) => "bad_signature",
+            Self::BadToken => "bad_token",
+            Self::StaleTimestamp(_) => "stale_timestamp",
+            Self::Undecryptable(_) => "undecryptable",
+            Self::MalformedJson(_) => "malformed_json",
+            Self::UnknownProfile(_) => "unknown_profile",
+            Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::StoreUnavailable(_) => "store_unavailable",
+            Self::Unauthorized => "unauthorized",
+            Self::RouteNotFound => "route_not_found",
+            Self::NotFound(_) => "not_found",
+            Self::BadRequest(_) => "bad_request",
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadSignature(_)
+            | Self::BadToken
+            | Self::StaleTimestamp(_)
+            | Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Undecryptable(_) | Self::MalformedJson(_) | Self::BadRequest(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::UnknownProfile(_) | Self::RouteNotFound | Self::NotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// A store failure, keeping its source for the log.
+    pub fn store(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::StoreUnavailable(Some(Box::new(e)))
+    }
+}
+
+impl From<Rejection> for ApiError {
+    fn from(r: Rejection) -> Self {
+        match r {
+            Rejection::BadSignature(m) => Self::BadSignature(m),
+            Rejection::BadToken => Self::BadToken,
+            Rejection::StaleTimestamp(m) => Self::StaleTimestamp(m),
+            Rejection::Undecryptable(m) => Self::Undecryptable(m),
+            Rejection::MalformedJson(m) => Self::MalformedJson(m),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            let source = std::error::Error::source(&self).map(|s| s.to_string());
+            tracing::error!(
+                code = self.code(),
+                source = source.as_deref().unwrap_or(""),
+                "request failed"
+            );
+        }
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code().to_string(),
+                message: self.to_string(),
+            },
+        };
+        let mut resp = (status, Json(body)).into_response();
+        if matches!(self, Self::Unauthorized) {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if matches!(self, Self::StoreUnavailable(_)) {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        resp
+    }
+}
+
+/// Fallback for unknown paths, in the same JSON shape.
+pub async fn not_found() -> ApiError {
+    ApiError::RouteNotFound
+}

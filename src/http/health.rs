@@ -1,0 +1,35 @@
+//! `/healthz` (the process answers) and `/readyz` (the database answers).
+
+use axum::{Json, extract::State};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::{ApiError, AppState, ErrorBody};
+
+/// Health answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthBody {
+    /// `ok` or `ready`.
+    pub status: &'static str,
+}
+
+/// Liveness: the process is up and serving HTTP.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "Alive", body = HealthBody)))]
+pub async fn healthz() -> Json<HealthBody> {
+    Json(HealthBody { status: "ok" })
+}
+
+/// Readiness: the database answers within `database.timeout_ms`.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "Ready", body = HealthBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ))]
+pub async fn readyz(State(app): State<AppState>) -> Result<Json<HealthBody>, ApiError> {
+    app.store.ping().await.map_err(|e| {
+        app.metrics.store_error("ping");
+        ApiError::store(e)
+    })?;
+    Ok(Json(HealthBody { status: "ready" }))
+}

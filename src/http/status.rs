@@ -1,0 +1,155 @@
+//! `/status`: what an operator checks first. Never a secret.
+
+use axum::{Json, extract::State};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::{AdminAuth, ApiError, AppState, ErrorBody};
+
+/// `GET /status`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatusBody {
+    /// Crate version.
+    pub version: &'static str,
+    /// Seconds since start.
+    pub uptime_secs: u64,
+    /// Database.
+    pub database: DatabaseStatus,
+    /// Configured profiles.
+    pub profiles: Vec<ProfileStatus>,
+    /// Inbox depth.
+    pub inbox: InboxStatusBody,
+    /// Turn queue (filled in by the turn runner).
+    pub turns: TurnsStatus,
+}
+
+/// `database` of [`StatusBody`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DatabaseStatus {
+    /// `sqlite` or `postgres`.
+    pub backend: &'static str,
+    /// Answered a ping just now.
+    pub ok: bool,
+}
+
+/// One profile, without its secrets.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProfileStatus {
+    /// URL name.
+    pub name: String,
+    /// Feishu app id (the profile's bridge id).
+    pub app_id: String,
+    /// The bot's own open_id, when known.
+    pub bot_open_id: Option<String>,
+    /// `echo`, `webhook` or `openai`.
+    pub agent_kind: &'static str,
+    /// Whether callbacks must be encrypted and signed.
+    pub encrypted: bool,
+}
+
+/// `inbox` of [`StatusBody`]; counts are absent when the database did not answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InboxStatusBody {
+    /// Waiting for the worker (including scheduled retries).
+    pub pending: Option<i64>,
+    /// Being processed.
+    pub processing: Option<i64>,
+    /// Failed at least once, waiting for a retry.
+    pub retrying: Option<i64>,
+    /// Gave up after the last attempt.
+    pub failed: Option<i64>,
+    /// The most recent failing events.
+    pub problems: Vec<InboxProblemBody>,
+}
+
+/// A failing event.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InboxProblemBody {
+    /// Profile.
+    pub profile: String,
+    /// Event id.
+    pub event_id: String,
+    /// Event type.
+    pub event_type: String,
+    /// `pending` (will retry) or `failed`.
+    pub status: &'static str,
+    /// Attempts so far.
+    pub attempts: i64,
+    /// Last error.
+    pub last_error: Option<String>,
+}
+
+/// `turns` of [`StatusBody`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TurnsStatus {
+    /// Waiting.
+    pub queued: i64,
+    /// Running.
+    pub running: i64,
+}
+
+/// Version, uptime, database, profiles, inbox depth and failures.
+#[utoipa::path(get, path = "/status", tag = "operations",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Status (never contains a secret)", body = StatusBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+    ))]
+pub async fn status(
+    State(app): State<AppState>,
+    _auth: AdminAuth,
+) -> Result<Json<StatusBody>, ApiError> {
+    let ok = app.store.ping().await.is_ok();
+    let counts = if ok {
+        app.store.inbox_counts().await.ok()
+    } else {
+        None
+    };
+    let problems = if ok {
+        app.store.inbox_problems(10).await.unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let profiles = app
+        .config
+        .profiles
+        .iter()
+        .map(|p| ProfileStatus {
+            name: p.name.clone(),
+            app_id: p.app_id.clone(),
+            bot_open_id: p.bot_open_id.clone(),
+            agent_kind: p.agent.kind.as_str(),
+            encrypted: p.encrypt_key().is_some(),
+        })
+        .collect();
+    Ok(Json(StatusBody {
+        version: env!("CARGO_PKG_VERSION"),
+        uptime_secs: app.started.elapsed().as_secs(),
+        database: DatabaseStatus {
+            backend: app.store.backend().as_str(),
+            ok,
+        },
+        profiles,
+        inbox: InboxStatusBody {
+            pending: counts.map(|c| c.pending),
+            processing: counts.map(|c| c.processing),
+            retrying: counts.map(|c| c.retrying),
+            failed: counts.map(|c| c.failed),
+            problems: problems
+                .into_iter()
+                .map(|p| InboxProblemBody {
+                    profile: p.profile,
+                    event_id: p.event_id,
+                    event_type: p.event_type,
+                    status: p.status.as_str(),
+                    attempts: p.attempts,
+                    last_error: p.last_error,
+                })
+                .collect(),
+        },
+        turns: TurnsStatus {
+            queued: 0,
+            running: 0,
+        },
+    }))
+}

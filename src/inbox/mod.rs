@@ -1,0 +1,9 @@
+//! The durable inbox: group-committed writes on the webhook path, a worker draining it.
+
+pub mod committer;
+pub mod pipeline;
+pub mod worker;
+
+pub use committer::{CommitError, Committer};
+pub use pipeline::Pipeline;
+pub use worker::{Processed, Worker};

@@ -1,0 +1,68 @@
+//! One-shot CLI commands: `migrate`, `check-config`, `healthcheck`.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::{config::Config, store};
+
+/// Applies migrations and reports the backend.
+pub async fn migrate(config: &Config) -> anyhow::Result<String> {
+    let store = store::open(&config.database)
+        .await
+        .with_context(|| format!("cannot open database {}", config.database.redacted_url()))?;
+    store.migrate().await.context("migration failed")?;
+    Ok(format!(
+        "migrations applied to {} ({})",
+        config.database.redacted_url(),
+        store.backend().as_str()
+    ))
+}
+
+/// A summary of a valid configuration, without secrets.
+pub fn describe(config: &Config) -> String {
+    let mut out = String::new();
+    let source = config
+        .path()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "built-in defaults".into());
+    out.push_str(&format!("config OK ({source})\n"));
+    out.push_str(&format!("listen: {}\n", config.server.listen));
+    out.push_str(&format!("database: {}\n", config.database.redacted_url()));
+    out.push_str(&format!(
+        "admin token: {}\n",
+        if config.server.admin_token().is_some() {
+            "set"
+        } else {
+            "not set (REST open on loopback only)"
+        }
+    ));
+    for p in &config.profiles {
+        out.push_str(&format!(
+            "profile {}: app_id={} encrypt_key={} agent={} → POST /webhook/{}/event, /webhook/{}/card\n",
+            p.name,
+            p.app_id,
+            if p.encrypt_key().is_some() { "set" } else { "none" },
+            p.agent.kind.as_str(),
+            p.name,
+            p.name
+        ));
+    }
+    if config.profiles.is_empty() {
+        out.push_str("no profiles: add a [[profiles]] table to receive Feishu events\n");
+    }
+    out
+}
+
+/// GETs `url`; Ok on a 2xx answer.
+pub async fn healthcheck(url: &str, timeout: Duration) -> anyhow::Result<()> {
+    let client = reqwest::Client::builder().timeout(timeout).build()?;
+    let resp = client
+        .get(url)
+        .send()
+        .await
+        .with_context(|| format!("no answer from {url}"))?;
+    let status = resp.status();
+    anyhow::ensure!(status.is_success(), "{url} answered {status}");
+    Ok(())
+}

@@ -1,0 +1,277 @@
+//! Turning raw callback bytes into a [`Verified`] value, or a [`Rejection`].
+//!
+//! Order matters. The signature is checked over the raw bytes before anything is
+//! decrypted or parsed. An *unsigned* request to a profile with an Encrypt Key can only
+//! be a `url_verification` (Feishu signs everything else); for such a request every
+//! failure — bad base64, bad padding, bad JSON, not a challenge — is answered with the
+//! same `bad_signature`, so the endpoint is not a CBC padding oracle. Token and freshness
+//! are checked only once the request is authenticated.
+
+use serde::Deserialize;
+
+use super::{
+    crypto::{self, AesKey},
+    envelope::{self, Classified, Probe, Schema},
+    events,
+};
+
+/// What authenticates one profile's callbacks.
+#[derive(Debug, Clone, Copy)]
+pub struct Credentials<'a> {
+    /// The Encrypt Key and its derived AES key, when configured.
+    pub encrypt: Option<(&'a str, &'a AesKey)>,
+    /// The Verification Token.
+    pub verification_token: &'a str,
+}
+
+/// The three `X-Lark-*` headers, as received.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SignedHeaders<'a> {
+    /// `X-Lark-Request-Timestamp`
+    pub timestamp: Option<&'a str>,
+    /// `X-Lark-Request-Nonce`
+    pub nonce: Option<&'a str>,
+    /// `X-Lark-Signature`
+    pub signature: Option<&'a str>,
+}
+
+/// Freshness policy.
+#[derive(Debug, Clone, Copy)]
+pub struct Freshness {
+    /// Now, Unix seconds.
+    pub now_secs: i64,
+    /// Allowed skew; 0 disables the check.
+    pub tolerance_secs: u64,
+}
+
+/// A callback that passed every check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verified {
+    /// `url_verification`: answer `{"challenge": …}`.
+    Challenge(String),
+    /// An event to store.
+    Event(VerifiedEvent),
+}
+
+/// An authenticated event, ready for the inbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedEvent {
+    /// Envelope schema (`None` for legacy card callbacks).
+    pub schema: Option<Schema>,
+    /// v2 `header.event_id`, v1 `uuid`, or a derived id for legacy card callbacks.
+    pub event_id: String,
+    /// `im.message.receive_v1`, …
+    pub event_type: String,
+    /// For message events: the message id (Feishu's recommended dedup key).
+    pub message_id: Option<String>,
+    /// The decrypted JSON, exactly as received.
+    pub payload: String,
+}
+
+/// Why a callback was refused. Maps one-to-one onto the HTTP error codes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    /// Signature missing or wrong.
+    #[error("{0}")]
+    BadSignature(&'static str),
+    /// Verification token wrong.
+    #[error("verification token does not match")]
+    BadToken,
+    /// Timestamp outside the window.
+    #[error("{0}")]
+    StaleTimestamp(&'static str),
+    /// The body could not be decrypted.
+    #[error("{0}")]
+    Undecryptable(&'static str),
+    /// The body is not a callback we can read.
+    #[error("{0}")]
+    MalformedJson(String),
+}
+
+#[derive(Deserialize)]
+struct Outer {
+    #[serde(default)]
+    encrypt: Option<String>,
+}
+
+/// Verifies an event-subscription callback (`/webhook/{profile}/event`).
+pub fn verify_event(
+    creds: Credentials<'_>,
+    headers: SignedHeaders<'_>,
+    body: &[u8],
+    freshness: Freshness,
+) -> Result<Verified, Rejection> {
+    let outer: Outer = serde_json::from_slice(body)
+        .map_err(|_| Rejection::MalformedJson("body is not a JSON object".into()))?;
+
+    let (plaintext, signed) = match creds.encrypt {
+        Some((encrypt_key, aes)) => {
+            let signed = match (headers.timestamp, headers.nonce, headers.signature) {
+                (Some(ts), Some(nonce), Some(sig)) => {
+                    let expected = crypto::event_signature(ts, nonce, encrypt_key, body);
+                    if !crypto::signature_matches(&expected, sig) {
+                        return Err(Rejection::BadSignature("X-Lark-Signature does not match"));
+                    }
+                    true
+                }
+                _ => false,
+            };
+            let plaintext = match outer.encrypt {
+                Some(enc) => match crypto::decrypt(aes, &enc) {
+                    Ok(p) => p,
+                    Err(_) if signed => {
+                        return Err(Rejection::Undecryptable(
+                            "encrypt field could not be decrypted",
+                        ));
+                    }
+                    Err(_) => return Err(unsigned()),
+                },
+                None if signed => body.to_vec(),
+                None => return Err(unsigned()),
+            };
+            (plaintext, signed)
+        }
+        None => {
+            if outer.encrypt.is_some() {
+                return Err(Rejection::Undecryptable(
+                    "body is encrypted but the profile has no encrypt_key",
+                ));
+            }
+            (body.to_vec(), false)
+        }
+    };
+
+    let probe: Probe = match serde_json::from_slice(&plaintext) {
+        Ok(p) => p,
+        Err(_) if creds.encrypt.is_some() && !signed => return Err(unsigned()),
+        Err(_) => {
+            return Err(Rejection::MalformedJson(
+                "decrypted body is not JSON".into(),
+            ));
+        }
+    };
+    let classified = match envelope::classify(probe) {
+        Ok(c) => c,
+        Err(_) if creds.encrypt.is_some() && !signed => return Err(unsigned()),
+        Err(envelope::EnvelopeError::Missing(field)) => {
+            return Err(Rejection::MalformedJson(format!(
+                "not a Feishu callback: {field} missing"
+            )));
+        }
+    };
+
+    match classified {
+        Classified::Challenge { challenge, token } => {
+            check_token(&token, creds.verification_token)?;
+            Ok(Verified::Challenge(challenge))
+        }
+        Classified::Event {
+            schema,
+            event_id,
+            event_type,
+            token,
+            message_id,
+            create_time_secs,
+        } => {
+            if creds.encrypt.is_some() && !signed {
+                return Err(unsigned());
+            }
+            check_token(&token, creds.verification_token)?;
+            check_fresh(headers.timestamp, create_time_secs, freshness)?;
+            let payload = String::from_utf8(plaintext)
+                .map_err(|_| Rejection::MalformedJson("body is not UTF-8".into()))?;
+            Ok(Verified::Event(VerifiedEvent {
+                schema: Some(schema),
+                event_id,
+                event_type,
+                message_id,
+                payload,
+            }))
+        }
+    }
+}
+
+/// Verifies a legacy message-card callback (`/webhook/{profile}/card`): plaintext JSON,
+/// SHA-1 signature keyed by the Verification Token.
+pub fn verify_card(
+    verification_token: &str,
+    headers: SignedHeaders<'_>,
+    body: &[u8],
+    freshness: Freshness,
+) -> Result<Verified, Rejection> {
+    let signed = match (headers.timestamp, headers.nonce, headers.signature) {
+        (Some(ts), Some(nonce), Some(sig)) => {
+            let expected = crypto::card_signature(ts, nonce, verification_token, body);
+            if !crypto::signature_matches(&expected, sig) {
+                return Err(Rejection::BadSignature("X-Lark-Signature does not match"));
+            }
+            Some((ts, nonce))
+        }
+        _ => None,
+    };
+    let probe: Probe = serde_json::from_slice(body)
+        .map_err(|_| Rejection::MalformedJson("body is not a JSON object".into()))?;
+    if probe.kind.as_deref() == Some("url_verification") {
+        let challenge = probe
+            .challenge
+            .ok_or_else(|| Rejection::MalformedJson("challenge missing".into()))?;
+        check_token(
+            probe.token.as_deref().unwrap_or_default(),
+            verification_token,
+        )?;
+        return Ok(Verified::Challenge(challenge));
+    }
+    let Some((ts, nonce)) = signed else {
+        return Err(Rejection::BadSignature("X-Lark-Signature missing"));
+    };
+    check_fresh(Some(ts), None, freshness)?;
+    let payload = std::str::from_utf8(body)
+        .map_err(|_| Rejection::MalformedJson("body is not UTF-8".into()))?
+        .to_string();
+    // Legacy callbacks carry no event id; the signed (timestamp, nonce, body) triple
+    // identifies one delivery, so a replay of the same request is a duplicate.
+    let id = crypto::event_signature(ts, nonce, "", body);
+    Ok(Verified::Event(VerifiedEvent {
+        schema: None,
+        event_id: format!("card-v1:{}", &id[..32]),
+        event_type: events::CARD_ACTION_LEGACY.to_string(),
+        message_id: None,
+        payload,
+    }))
+}
+
+fn unsigned() -> Rejection {
+    Rejection::BadSignature("X-Lark-Signature missing or invalid")
+}
+
+fn check_token(received: &str, expected: &str) -> Result<(), Rejection> {
+    if crypto::ct_eq(received.as_bytes(), expected.as_bytes()) {
+        Ok(())
+    } else {
+        Err(Rejection::BadToken)
+    }
+}
+
+/// The request timestamp header is the clock of record; without a numeric one, the
+/// envelope's own create time is used.
+fn check_fresh(
+    header_ts: Option<&str>,
+    create_time_secs: Option<i64>,
+    f: Freshness,
+) -> Result<(), Rejection> {
+    if f.tolerance_secs == 0 {
+        return Ok(());
+    }
+    let ts = header_ts
+        .and_then(envelope::parse_fractional_secs)
+        .or(create_time_secs)
+        .ok_or(Rejection::StaleTimestamp(
+            "request carries no usable timestamp",
+        ))?;
+    if f.now_secs.abs_diff(ts) > f.tolerance_secs {
+        return Err(Rejection::StaleTimestamp(
+            "request timestamp is outside the allowed window",
+        ));
+    }
+    Ok(())
+}

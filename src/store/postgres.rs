@@ -1,0 +1,65 @@
+//! Postgres backend: the engine for several replicas sharing one hub.
+//!
+//! A commit returns after the WAL is flushed (with the server's default
+//! `synchronous_commit = on`), so an acknowledged event survives a bridge crash and a
+//! database-server power loss. Workers claim with `FOR UPDATE SKIP LOCKED`, so replicas
+//! never process the same event twice.
+
+use std::{str::FromStr, time::Duration};
+
+use sqlx::{
+    PgPool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
+
+use super::{Backend, StoreError};
+
+/// The Postgres store.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    timeout: Duration,
+}
+
+impl PgStore {
+    /// Connects a pool. Connecting and acquiring are bounded by `timeout`.
+    pub async fn open(
+        url: &str,
+        timeout: Duration,
+        max_connections: u32,
+    ) -> Result<Self, StoreError> {
+        let options = PgConnectOptions::from_str(url)?;
+        Self::open_with(options, timeout, max_connections).await
+    }
+
+    /// Connects a pool from explicit options (tests use this for per-test schemas).
+    pub async fn open_with(
+        options: PgConnectOptions,
+        timeout: Duration,
+        max_connections: u32,
+    ) -> Result<Self, StoreError> {
+        let connect = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(timeout)
+            .connect_with(options);
+        let pool = tokio::time::timeout(timeout, connect)
+            .await
+            .map_err(|_| StoreError::Timeout(timeout))??;
+        Ok(Self { pool, timeout })
+    }
+
+    /// The underlying pool (for tests and tools).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+/// Concurrent claimers (other workers, other replicas) skip each other's rows.
+const CLAIM_LOCK: &str = "FOR UPDATE SKIP LOCKED";
+
+super::sql::impl_store!(
+    PgStore,
+    Backend::Postgres,
+    sqlx::migrate!("migrations/postgres"),
+    CLAIM_LOCK
+);

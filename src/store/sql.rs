@@ -1,0 +1,307 @@
+//! SQL shared by both backends. SQLite accepts the same `$n` placeholders as Postgres,
+//! so only statements whose meaning differs (locking) are written per backend.
+
+use super::{Finish, InboxEvent, InboxProblem, StoreError, parse_status};
+
+pub(crate) const INSERT_INBOX: &str = "\
+INSERT INTO inbox_events
+    (profile, event_id, event_type, message_id, payload, received_at, status, next_attempt_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $6)
+ON CONFLICT DO NOTHING";
+
+/// Columns of [`InboxRow`], for `SELECT` and `RETURNING`.
+pub(crate) const INBOX_COLUMNS: &str = "id, profile, event_id, event_type, message_id, payload, \
+     received_at, status, attempts, last_error, next_attempt_at";
+
+/// Rows that are due: pending and past their retry time, or claimed by a worker whose
+/// lease ran out (it crashed).
+pub(crate) const DUE: &str = "(status = 'pending' AND next_attempt_at <= $1) \
+     OR (status = 'processing' AND lease_until < $1)";
+
+pub(crate) const FINISH_DONE: &str = "UPDATE inbox_events \
+     SET status = 'done', last_error = $2, processed_at = $3, lease_until = NULL WHERE id = $1";
+pub(crate) const FINISH_RETRY: &str = "UPDATE inbox_events \
+     SET status = 'pending', last_error = $2, next_attempt_at = $3, lease_until = NULL WHERE id = $1";
+pub(crate) const FINISH_FAILED: &str = "UPDATE inbox_events \
+     SET status = 'failed', last_error = $2, processed_at = $3, lease_until = NULL WHERE id = $1";
+pub(crate) const RELEASE: &str = "UPDATE inbox_events \
+     SET status = 'pending', attempts = attempts - 1, lease_until = NULL \
+     WHERE id = $1 AND status = 'processing'";
+
+/// Each count uses the status index, so the cost follows the size of the small states,
+/// not of the whole history.
+pub(crate) const COUNTS: &str = "SELECT \
+     (SELECT COUNT(*) FROM inbox_events WHERE status = 'pending'), \
+     (SELECT COUNT(*) FROM inbox_events WHERE status = 'processing'), \
+     (SELECT COUNT(*) FROM inbox_events WHERE status = 'failed'), \
+     (SELECT COUNT(*) FROM inbox_events WHERE status = 'pending' AND attempts > 0)";
+
+pub(crate) const PROBLEMS: &str = "SELECT profile, event_id, event_type, status, attempts, last_error \
+     FROM inbox_events WHERE status = 'failed' OR (status = 'pending' AND attempts > 0) \
+     ORDER BY id DESC LIMIT $1";
+
+pub(crate) fn select_inbox_by_key() -> String {
+    format!("SELECT {INBOX_COLUMNS} FROM inbox_events WHERE profile = $1 AND event_id = $2")
+}
+
+/// An `inbox_events` row as read.
+#[derive(sqlx::FromRow)]
+pub(crate) struct InboxRow {
+    id: i64,
+    profile: String,
+    event_id: String,
+    event_type: String,
+    message_id: Option<String>,
+    payload: String,
+    received_at: i64,
+    status: String,
+    attempts: i64,
+    last_error: Option<String>,
+    next_attempt_at: i64,
+}
+
+impl TryFrom<InboxRow> for InboxEvent {
+    type Error = StoreError;
+    fn try_from(r: InboxRow) -> Result<Self, StoreError> {
+        Ok(Self {
+            status: parse_status(&r.status)?,
+            id: r.id,
+            profile: r.profile,
+            event_id: r.event_id,
+            event_type: r.event_type,
+            message_id: r.message_id,
+            payload: r.payload,
+            received_at: r.received_at,
+            attempts: r.attempts,
+            last_error: r.last_error,
+            next_attempt_at: r.next_attempt_at,
+        })
+    }
+}
+
+/// A row of [`PROBLEMS`].
+#[derive(sqlx::FromRow)]
+pub(crate) struct ProblemRow {
+    profile: String,
+    event_id: String,
+    event_type: String,
+    status: String,
+    attempts: i64,
+    last_error: Option<String>,
+}
+
+impl TryFrom<ProblemRow> for InboxProblem {
+    type Error = StoreError;
+    fn try_from(r: ProblemRow) -> Result<Self, StoreError> {
+        Ok(Self {
+            status: parse_status(&r.status)?,
+            profile: r.profile,
+            event_id: r.event_id,
+            event_type: r.event_type,
+            attempts: r.attempts,
+            last_error: r.last_error,
+        })
+    }
+}
+
+/// Rows claimed together come back from `RETURNING` in no particular order.
+pub(crate) fn in_arrival_order(rows: Vec<InboxRow>) -> Result<Vec<InboxEvent>, StoreError> {
+    let mut events = rows
+        .into_iter()
+        .map(InboxEvent::try_from)
+        .collect::<Result<Vec<_>, _>>()?;
+    events.sort_by_key(|e| e.id);
+    Ok(events)
+}
+
+/// The statement and its `$2` (error) and `$3` (time) arguments for one [`Finish`].
+pub(crate) fn finish_statement(finish: &Finish, now: i64) -> (&'static str, Option<&str>, i64) {
+    match finish {
+        Finish::Done => (FINISH_DONE, None, now),
+        Finish::Retry { error, at } => (FINISH_RETRY, Some(error.as_str()), *at),
+        Finish::Failed { error } => (FINISH_FAILED, Some(error.as_str()), now),
+    }
+}
+
+/// Binds one [`NewInboxEvent`] to [`INSERT_INBOX`].
+macro_rules! bind_new_event {
+    ($query:expr, $e:expr) => {
+        $query
+            .bind(&$e.profile)
+            .bind(&$e.event_id)
+            .bind(&$e.event_type)
+            .bind(&$e.message_id)
+            .bind(&$e.payload)
+            .bind($e.received_at)
+            .bind($e.status.as_str())
+    };
+}
+pub(crate) use bind_new_event;
+
+/// Implements [`super::Store`] for a backend type with `pool` and `timeout` fields.
+///
+/// Both backends run the same statements, so the method bodies are written once here and
+/// type-checked against each backend's own pool; what differs is passed in: the backend
+/// tag, its migrator, and the row-locking clause of the claim query.
+macro_rules! impl_store {
+    ($ty:ty, $backend:expr, $migrator:expr, $claim_lock:expr) => {
+        #[async_trait::async_trait]
+        impl $crate::store::Store for $ty {
+            fn backend(&self) -> $crate::store::Backend {
+                $backend
+            }
+
+            async fn migrate(&self) -> Result<(), $crate::store::StoreError> {
+                $migrator.run(&self.pool).await?;
+                Ok(())
+            }
+
+            async fn ping(&self) -> Result<(), $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    sqlx::query("SELECT 1").execute(&self.pool).await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn insert_inbox_batch(
+                &self,
+                events: &[$crate::store::NewInboxEvent],
+            ) -> Result<Vec<$crate::store::InsertOutcome>, $crate::store::StoreError> {
+                use $crate::store::{InsertOutcome, sql};
+                $crate::store::bounded(self.timeout, async {
+                    let mut tx = self.pool.begin().await?;
+                    let mut outcomes = Vec::with_capacity(events.len());
+                    for e in events {
+                        let done = sql::bind_new_event!(sqlx::query(sql::INSERT_INBOX), e)
+                            .execute(&mut *tx)
+                            .await?;
+                        outcomes.push(if done.rows_affected() == 1 {
+                            InsertOutcome::Inserted
+                        } else {
+                            InsertOutcome::Duplicate
+                        });
+                    }
+                    tx.commit().await?;
+                    Ok(outcomes)
+                })
+                .await
+            }
+
+            async fn claim_inbox(
+                &self,
+                now: i64,
+                lease_ms: i64,
+                limit: i64,
+            ) -> Result<Vec<$crate::store::InboxEvent>, $crate::store::StoreError> {
+                use $crate::store::sql;
+                let q = format!(
+                    "UPDATE inbox_events SET status = 'processing', lease_until = $1 + $2, \
+                     attempts = attempts + 1 \
+                     WHERE id IN (SELECT id FROM inbox_events WHERE {} ORDER BY id LIMIT $3 {}) \
+                     RETURNING {}",
+                    sql::DUE,
+                    $claim_lock,
+                    sql::INBOX_COLUMNS
+                );
+                $crate::store::bounded(self.timeout, async {
+                    let rows: Vec<sql::InboxRow> = sqlx::query_as(&q)
+                        .bind(now)
+                        .bind(lease_ms)
+                        .bind(limit)
+                        .fetch_all(&self.pool)
+                        .await?;
+                    sql::in_arrival_order(rows)
+                })
+                .await
+            }
+
+            async fn finish_inbox(
+                &self,
+                id: i64,
+                finish: &$crate::store::Finish,
+                now: i64,
+            ) -> Result<(), $crate::store::StoreError> {
+                let (q, error, at) = $crate::store::sql::finish_statement(finish, now);
+                $crate::store::bounded(self.timeout, async {
+                    sqlx::query(q)
+                        .bind(id)
+                        .bind(error)
+                        .bind(at)
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn release_inbox(&self, ids: &[i64]) -> Result<(), $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    let mut tx = self.pool.begin().await?;
+                    for id in ids {
+                        sqlx::query($crate::store::sql::RELEASE)
+                            .bind(id)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn inbox_counts(
+                &self,
+            ) -> Result<$crate::store::InboxCounts, $crate::store::StoreError> {
+                use sqlx::Row;
+                $crate::store::bounded(self.timeout, async {
+                    let row = sqlx::query($crate::store::sql::COUNTS)
+                        .fetch_one(&self.pool)
+                        .await?;
+                    Ok($crate::store::InboxCounts {
+                        pending: row.try_get(0)?,
+                        processing: row.try_get(1)?,
+                        failed: row.try_get(2)?,
+                        retrying: row.try_get(3)?,
+                    })
+                })
+                .await
+            }
+
+            async fn inbox_problems(
+                &self,
+                limit: i64,
+            ) -> Result<Vec<$crate::store::InboxProblem>, $crate::store::StoreError> {
+                use $crate::store::sql;
+                $crate::store::bounded(self.timeout, async {
+                    let rows: Vec<sql::ProblemRow> = sqlx::query_as(sql::PROBLEMS)
+                        .bind(limit)
+                        .fetch_all(&self.pool)
+                        .await?;
+                    rows.into_iter()
+                        .map($crate::store::InboxProblem::try_from)
+                        .collect()
+                })
+                .await
+            }
+
+            async fn inbox_event(
+                &self,
+                profile: &str,
+                event_id: &str,
+            ) -> Result<Option<$crate::store::InboxEvent>, $crate::store::StoreError> {
+                use $crate::store::sql;
+                $crate::store::bounded(self.timeout, async {
+                    let row: Option<sql::InboxRow> = sqlx::query_as(&sql::select_inbox_by_key())
+                        .bind(profile)
+                        .bind(event_id)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    row.map($crate::store::InboxEvent::try_from).transpose()
+                })
+                .await
+            }
+        }
+    };
+}
+pub(crate) use impl_store;

@@ -1,0 +1,147 @@
+//! The Prometheus metrics of one app instance.
+//!
+//! Label values are bounded: profiles come from the config (an unknown profile is
+//! counted as `unknown`), routes are matched paths, outcomes are fixed strings.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
+
+/// Every metric the bridge exports.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    /// Webhook requests by profile, kind (`event`/`card`) and outcome.
+    pub webhook_requests: IntCounterVec,
+    /// HTTP request latency by route, method and status.
+    pub http_duration: HistogramVec,
+    /// Events waiting in the inbox (refreshed at scrape).
+    pub inbox_pending: IntGauge,
+    /// Events given up on (refreshed at scrape).
+    pub inbox_failed: IntGauge,
+    /// Pending events that already failed once (refreshed at scrape).
+    pub inbox_retrying: IntGauge,
+    /// Events processed by the worker, by profile, type and outcome.
+    pub events_processed: IntCounterVec,
+    /// Store operations that failed, by operation.
+    pub store_errors: IntCounterVec,
+    /// Events per group-commit transaction.
+    pub commit_batch_size: HistogramVec,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every metric registered.
+    pub fn new() -> Self {
+        let registry = Registry::new_custom(Some("feishu_bridge".into()), None)
+            .expect("static registry options are valid");
+        let webhook_requests = IntCounterVec::new(
+            Opts::new(
+                "webhook_requests_total",
+                "Feishu callback requests by outcome.",
+            ),
+            &["profile", "kind", "outcome"],
+        )
+        .expect("valid metric");
+        let http_duration = HistogramVec::new(
+            HistogramOpts::new("http_request_duration_seconds", "HTTP request latency.").buckets(
+                vec![
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                ],
+            ),
+            &["route", "method", "status"],
+        )
+        .expect("valid metric");
+        let inbox_pending = IntGauge::new("inbox_pending", "Inbox events waiting for the worker.")
+            .expect("valid metric");
+        let inbox_failed = IntGauge::new(
+            "inbox_failed",
+            "Inbox events that exhausted their attempts.",
+        )
+        .expect("valid metric");
+        let inbox_retrying = IntGauge::new(
+            "inbox_retrying",
+            "Pending inbox events that failed at least once and wait for a retry.",
+        )
+        .expect("valid metric");
+        let events_processed = IntCounterVec::new(
+            Opts::new(
+                "events_processed_total",
+                "Inbox events processed by the worker.",
+            ),
+            &["profile", "event_type", "outcome"],
+        )
+        .expect("valid metric");
+        let store_errors = IntCounterVec::new(
+            Opts::new("store_errors_total", "Failed store operations."),
+            &["op"],
+        )
+        .expect("valid metric");
+        let commit_batch_size = HistogramVec::new(
+            HistogramOpts::new(
+                "inbox_commit_batch_size",
+                "Events per group-commit transaction.",
+            )
+            .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
+            &["backend"],
+        )
+        .expect("valid metric");
+        let m = Self {
+            registry,
+            webhook_requests,
+            http_duration,
+            inbox_pending,
+            inbox_failed,
+            inbox_retrying,
+            events_processed,
+            store_errors,
+            commit_batch_size,
+        };
+        m.register_all();
+        m
+    }
+
+    fn register_all(&self) {
+        let collectors: [Box<dyn prometheus::core::Collector>; 8] = [
+            Box::new(self.webhook_requests.clone()),
+            Box::new(self.http_duration.clone()),
+            Box::new(self.inbox_pending.clone()),
+            Box::new(self.inbox_failed.clone()),
+            Box::new(self.inbox_retrying.clone()),
+            Box::new(self.events_processed.clone()),
+            Box::new(self.store_errors.clone()),
+            Box::new(self.commit_batch_size.clone()),
+        ];
+        for c in collectors {
+            self.registry.register(c).expect("metric names are unique");
+        }
+    }
+
+    /// Counts one failed store operation.
+    pub fn store_error(&self, op: &str) {
+        self.store_errors.with_label_values(&[op]).inc();
+    }
+
+    /// The text exposition format (version 0.0.4).
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        if TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buf)
+            .is_err()
+        {
+            return String::new();
+        }
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

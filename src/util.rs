@@ -1,0 +1,16 @@
+//! Small helpers shared across modules.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Now, in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// Now, in Unix seconds.
+pub fn now_secs() -> i64 {
+    now_ms() / 1000
+}
