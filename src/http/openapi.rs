@@ -42,9 +42,14 @@ impl Modify for BearerScheme {
     }
 }
 
-/// The document as YAML, exactly as committed in `openapi.yaml`.
-pub fn yaml() -> String {
+/// The document generated from the routes.
+pub fn document() -> utoipa::openapi::OpenApi {
     let (_, mut api) = super::router::api_router().split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_string();
-    api.to_yaml().unwrap_or_default()
+    api
+}
+
+/// The document as YAML, exactly as committed in `openapi.yaml`.
+pub fn yaml() -> String {
+    document().to_yaml().unwrap_or_default()
 }

@@ -1,0 +1,166 @@
+//! The operating surface: health, readiness, status, metrics, OpenAPI.
+
+use crate::{
+    both_backends,
+    support::{ADMIN, Signer, TestApp, TestDb, config, config_toml},
+};
+
+async fn health_status_and_auth(db: TestDb) {
+    let app = TestApp::spawn(config(&config_toml(&db, ""))).await;
+    let a = app.get_anonymous("/healthz").await;
+    assert_eq!((a.status, a.json["status"].as_str()), (200, Some("ok")));
+    let a = app.get_anonymous("/readyz").await;
+    assert_eq!((a.status, a.json["status"].as_str()), (200, Some("ready")));
+
+    // /status needs the bearer token.
+    let a = app.get_anonymous("/status").await;
+    assert_eq!((a.status, a.code()), (401, "unauthorized"));
+    let wrong = app
+        .client
+        .get(format!("{}/status", app.base))
+        .bearer_auth("wrong-token")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(wrong.status(), 401);
+    let a = app.get("/status").await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    let backend = match db.kind {
+        crate::support::Kind::Sqlite => "sqlite",
+        crate::support::Kind::Postgres => "postgres",
+    };
+    assert_eq!(a.json["database"]["backend"], backend);
+    assert_eq!(a.json["database"]["ok"], true);
+    assert_eq!(a.json["profiles"][0]["name"], "planner");
+    assert_eq!(a.json["profiles"][0]["agent_kind"], "echo");
+    assert_eq!(a.json["profiles"][0]["encrypted"], true);
+    assert_eq!(a.json["version"], env!("CARGO_PKG_VERSION"));
+    for secret in [
+        crate::support::feishu::ENCRYPT_KEY,
+        crate::support::feishu::TOKEN,
+        ADMIN,
+    ] {
+        assert!(!a.text.contains(secret), "/status leaked a secret");
+    }
+
+    // Unknown paths answer in the same JSON shape.
+    let a = app.get_anonymous("/no/such/route").await;
+    assert_eq!((a.status, a.code()), (404, "route_not_found"));
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    health_readiness_and_bearer_protected_status,
+    health_status_and_auth
+);
+
+async fn metrics_pass_promtool(db: TestDb) {
+    let mut app = TestApp::spawn(config(&config_toml(&db, ""))).await;
+    let signer = Signer::default();
+    app.event(&signer.message("ev-m", "om-m", "hi")).await;
+    assert_eq!(app.processed("ev-m").await.outcome, "done");
+    app.event(&signer.message("ev-m", "om-m", "hi")).await;
+    app.post("nobody", "event", &signer.message("ev-n", "om-n", "hi"))
+        .await;
+    let a = app.get_anonymous("/metrics").await;
+    assert_eq!(a.status, 200);
+    for name in [
+        "feishu_bridge_webhook_requests_total",
+        "feishu_bridge_http_request_duration_seconds_bucket",
+        "feishu_bridge_inbox_pending",
+        "feishu_bridge_inbox_failed",
+        "feishu_bridge_events_processed_total",
+        "feishu_bridge_inbox_commit_batch_size_bucket",
+    ] {
+        assert!(a.text.contains(name), "{name} missing:\n{}", a.text);
+    }
+    assert!(
+        a.text.contains(r#"route="/webhook/{profile}/event""#),
+        "durations are labelled by route template"
+    );
+
+    match std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Ok(mut child) => {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(a.text.as_bytes())
+                .expect("write");
+            let out = child.wait_with_output().expect("promtool ran");
+            assert!(
+                out.status.success(),
+                "promtool check metrics failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Err(_) => eprintln!("NOTICE: promtool not installed; skipped `promtool check metrics`"),
+    }
+
+    // With protect_metrics, the token is required.
+    app.stop().await.expect("clean stop");
+    let mut cfg = config(&config_toml(&db, ""));
+    cfg.server.protect_metrics = true;
+    let app = TestApp::spawn(cfg).await;
+    assert_eq!(app.get_anonymous("/metrics").await.status, 401);
+    assert_eq!(app.get("/metrics").await.status, 200);
+    app.stop().await.expect("clean stop");
+}
+both_backends!(metrics_are_valid_prometheus_text, metrics_pass_promtool);
+
+#[test]
+fn openapi_yaml_matches_the_router() {
+    let committed = include_str!("../../openapi.yaml");
+    let generated = feishu_bridge::http::openapi::yaml();
+    assert!(
+        committed == generated,
+        "openapi.yaml is out of date: regenerate with `cargo run -- openapi > openapi.yaml`"
+    );
+}
+
+#[tokio::test]
+async fn every_documented_route_is_served() {
+    let db = TestDb::sqlite();
+    let app = TestApp::spawn(config(&config_toml(&db, ""))).await;
+    let doc = feishu_bridge::http::openapi::document();
+    let mut seen = 0;
+    for (path, item) in &doc.paths.paths {
+        let concrete = path.replace("{profile}", "planner");
+        let ops = [
+            ("GET", item.get.is_some()),
+            ("POST", item.post.is_some()),
+            ("DELETE", item.delete.is_some()),
+            ("PUT", item.put.is_some()),
+        ];
+        for (method, present) in ops {
+            if !present {
+                continue;
+            }
+            let m = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+            let resp = app
+                .client
+                .request(m, format!("{}{concrete}", app.base))
+                .bearer_auth(ADMIN)
+                .body("{}")
+                .send()
+                .await
+                .expect("sent");
+            let status = resp.status().as_u16();
+            let text = resp.text().await.unwrap_or_default();
+            assert!(
+                !text.contains("route_not_found") && status != 405,
+                "{method} {path} is documented but not routed ({status})"
+            );
+            seen += 1;
+        }
+    }
+    assert!(seen >= 6, "all documented operations were tried");
+    app.stop().await.expect("clean stop");
+}

@@ -1,0 +1,201 @@
+//! A real bridge on 127.0.0.1:0, with a client that names the status it expects.
+
+use std::time::Duration;
+
+use feishu_bridge::{AppState, Bridge, Config, inbox::Processed};
+use serde_json::Value;
+use tokio::{net::TcpListener, sync::broadcast, task::JoinHandle};
+use tokio_util::sync::CancellationToken;
+
+use super::{db::TestDb, feishu::Request};
+
+/// Admin token of test configs.
+pub const ADMIN: &str = "test-admin-token";
+
+/// Config text for a test: one keyed profile `planner` plus `extra` TOML appended.
+pub fn config_toml(db: &TestDb, extra: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+admin_token = "{ADMIN}"
+
+[database]
+url = "{url}"
+timeout_ms = 1500
+
+[worker]
+poll_interval_ms = 50
+retry_base_ms = 5
+
+[[profiles]]
+name = "planner"
+app_id = "{app}"
+encrypt_key = "{key}"
+verification_token = "{token}"
+bot_open_id = "{bot}"
+{extra}
+"#,
+        url = db.url,
+        app = super::feishu::APP_ID,
+        key = super::feishu::ENCRYPT_KEY,
+        token = super::feishu::TOKEN,
+        bot = super::feishu::BOT_OPEN_ID,
+    )
+}
+
+/// Parses config text with an empty environment (the real loader and validation).
+pub fn config(text: &str) -> Config {
+    feishu_bridge::config::load_from_str(text, &|_| None).expect("test config is valid")
+}
+
+/// A running bridge.
+pub struct TestApp {
+    /// `http://127.0.0.1:port`
+    pub base: String,
+    /// Shared state.
+    pub state: AppState,
+    /// HTTP client.
+    pub client: reqwest::Client,
+    processed: broadcast::Receiver<Processed>,
+    stop: CancellationToken,
+    handle: JoinHandle<anyhow::Result<()>>,
+}
+
+/// A response: status and JSON body (Null when not JSON).
+#[derive(Debug)]
+pub struct Answer {
+    /// HTTP status.
+    pub status: u16,
+    /// Body as JSON.
+    pub json: Value,
+    /// Body as text.
+    pub text: String,
+}
+
+impl Answer {
+    /// `error.code`.
+    pub fn code(&self) -> &str {
+        self.json["error"]["code"].as_str().unwrap_or_default()
+    }
+}
+
+impl TestApp {
+    /// Starts a bridge with this config on an ephemeral port.
+    pub async fn spawn(config: Config) -> Self {
+        let bridge = Bridge::start(config).await.expect("bridge starts");
+        Self::serve(bridge).await
+    }
+
+    /// Serves an already started bridge.
+    pub async fn serve(bridge: Bridge) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let state = bridge.state().clone();
+        let processed = state.processed.subscribe();
+        let stop = CancellationToken::new();
+        let handle = tokio::spawn(bridge.serve(listener, stop.clone().cancelled_owned()));
+        Self {
+            base: format!("http://{addr}"),
+            state,
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(20))
+                .build()
+                .expect("client"),
+            processed,
+            stop,
+            handle,
+        }
+    }
+
+    /// Graceful shutdown; returns what `serve` returned.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.stop.cancel();
+        self.handle.await.expect("serve task")
+    }
+
+    /// POSTs a callback to `/webhook/{profile}/{kind}`.
+    pub async fn post(&self, profile: &str, kind: &str, req: &Request) -> Answer {
+        let mut r = self
+            .client
+            .post(format!("{}/webhook/{profile}/{kind}", self.base))
+            .body(req.body.clone());
+        for (k, v) in &req.headers {
+            r = r.header(k, v);
+        }
+        answer(r.send().await.expect("request sent")).await
+    }
+
+    /// POSTs an event callback to the default profile.
+    pub async fn event(&self, req: &Request) -> Answer {
+        self.post("planner", "event", req).await
+    }
+
+    /// GET with the admin token.
+    pub async fn get(&self, path: &str) -> Answer {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(ADMIN)
+            .send()
+            .await
+            .expect("request sent");
+        answer(r).await
+    }
+
+    /// GET without a token.
+    pub async fn get_anonymous(&self, path: &str) -> Answer {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("request sent");
+        answer(r).await
+    }
+
+    /// Waits until `event_id` of the default profile is done or failed, whether that
+    /// happened before this call (read from the store) or after (reported by the worker).
+    /// The subscription predates the store read, so nothing falls between the two.
+    pub async fn settled(&mut self, event_id: &str) -> &'static str {
+        let row = self
+            .state
+            .store
+            .inbox_event("planner", event_id)
+            .await
+            .expect("store answers");
+        match row.map(|r| r.status.as_str()) {
+            Some(s @ ("done" | "failed")) => s,
+            _ => loop {
+                let p = self.processed(event_id).await;
+                if p.outcome != "retry" {
+                    break p.outcome;
+                }
+            },
+        }
+    }
+
+    /// Waits for the worker to report on `event_id` (bounded, event-driven: no sleeps).
+    pub async fn processed(&mut self, event_id: &str) -> Processed {
+        let wait = async {
+            loop {
+                match self.processed.recv().await {
+                    Ok(p) if p.event_id == event_id => return p,
+                    Ok(_) => continue,
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(e) => panic!("worker channel closed: {e}"),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .unwrap_or_else(|_| panic!("event {event_id} was not processed"))
+    }
+}
+
+async fn answer(r: reqwest::Response) -> Answer {
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap_or_default();
+    let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Answer { status, json, text }
+}

@@ -1,0 +1,31 @@
+//! Test harness: per-test databases, a real bridge on an ephemeral port, and Feishu
+//! callbacks built with the real crypto.
+
+pub mod app;
+pub mod db;
+pub mod feishu;
+
+pub use app::{ADMIN, Answer, TestApp, config, config_toml};
+pub use db::{Kind, TestDb};
+pub use feishu::{Request, Signer};
+
+/// Runs a test body once per backend; Postgres is skipped (with a notice) when
+/// unreachable unless required.
+#[macro_export]
+macro_rules! both_backends {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                let db = $crate::support::TestDb::sqlite();
+                super::$body(db).await;
+            }
+            #[tokio::test]
+            async fn postgres() {
+                if let Some(db) = $crate::support::TestDb::postgres().await {
+                    super::$body(db).await;
+                }
+            }
+        }
+    };
+}
