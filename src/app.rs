@@ -239,6 +239,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    tracing::info!(%addr, backend = bridge.state.store.backend().as_str(), "feishu-bridge listening");
+    let bound = listener.local_addr().unwrap_or(addr);
+    tracing::info!(addr = %bound, backend = bridge.state.store.backend().as_str(), "feishu-bridge listening");
     bridge.serve(listener, shutdown_signal()).await
 }

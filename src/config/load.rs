@@ -234,6 +234,18 @@ encrypt_key = "ek-b"
     }
 
     #[test]
+    fn rest_routes_are_not_left_open_on_a_public_address() {
+        let text = "[server]\nlisten = \"0.0.0.0:8080\"\n";
+        let err = load_from_str(text, &env_of(&[])).expect_err("refused");
+        assert_eq!(err.key, "server.admin_token");
+        load_from_str(text, &env_of(&[("FEISHU_BRIDGE_ADMIN_TOKEN", "t")])).expect("token given");
+        let allowed = format!("{text}allow_unauthenticated = true\n");
+        load_from_str(&allowed, &env_of(&[])).expect("explicitly allowed");
+        load_from_str("[server]\nlisten = \"127.0.0.1:9\"\n", &env_of(&[]))
+            .expect("loopback is fine");
+    }
+
+    #[test]
     fn secrets_never_appear_in_debug_output() {
         let env = env_of(&[("FEISHU_BRIDGE_PLANNER_APP_SECRET", "s3cr3t-app")]);
         let config = load_from_str(TWO_PROFILES, &env).expect("loads");

@@ -2,6 +2,8 @@
 
 mod metrics;
 
+use std::io::IsTerminal;
+
 pub use metrics::Metrics;
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
@@ -25,7 +27,11 @@ pub fn init_logging(format: LogFormat) {
             )
             .try_init(),
         LogFormat::Text => registry
-            .with(fmt::layer().with_writer(std::io::stderr))
+            .with(
+                fmt::layer()
+                    .with_ansi(std::io::stderr().is_terminal())
+                    .with_writer(std::io::stderr),
+            )
             .try_init(),
     };
     if result.is_err() {

@@ -1,8 +1,12 @@
 //! Integration tests: a real bridge over real HTTP on 127.0.0.1, real SQLite files and
 //! the real Postgres, with callbacks built by the real crypto.
 
+mod cli;
 mod errors;
 mod inbox;
 mod operating;
+mod outage;
+mod shutdown;
+mod store_conformance;
 mod support;
 mod vectors;

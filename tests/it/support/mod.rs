@@ -4,6 +4,7 @@
 pub mod app;
 pub mod db;
 pub mod feishu;
+pub mod proxy;
 
 pub use app::{ADMIN, Answer, TestApp, config, config_toml};
 pub use db::{Kind, TestDb};

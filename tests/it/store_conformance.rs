@@ -1,0 +1,233 @@
+//! One conformance suite for the `Store` trait, run against SQLite and Postgres.
+
+use std::sync::Arc;
+
+use feishu_bridge::{
+    config::DatabaseConfig,
+    store::{self, Finish, InboxStatus, InsertOutcome, NewInboxEvent, Store},
+};
+
+use crate::{both_backends, support::TestDb};
+
+async fn open(db: &TestDb) -> Arc<dyn Store> {
+    let config = DatabaseConfig {
+        url: db.url.clone().into(),
+        ..DatabaseConfig::default()
+    };
+    let store = store::open(&config).await.expect("open");
+    store.migrate().await.expect("migrate");
+    store.migrate().await.expect("migrating twice is a no-op");
+    store
+}
+
+fn ev(profile: &str, event_id: &str, message_id: Option<&str>) -> NewInboxEvent {
+    NewInboxEvent {
+        profile: profile.into(),
+        event_id: event_id.into(),
+        event_type: "im.message.receive_v1".into(),
+        message_id: message_id.map(str::to_string),
+        payload: format!("{{\"id\":\"{event_id}\"}}"),
+        received_at: 1_000,
+        status: InboxStatus::Pending,
+    }
+}
+
+use InsertOutcome::{Duplicate as Dup, Inserted as New};
+
+async fn inserts_deduplicate(db: TestDb) {
+    let s = open(&db).await;
+    let out = s
+        .insert_inbox_batch(&[
+            ev("a", "e1", Some("m1")),
+            ev("a", "e2", None),
+            ev("a", "e1", Some("m9")),
+        ])
+        .await
+        .expect("batch");
+    assert_eq!(
+        out,
+        [New, New, Dup],
+        "a duplicate inside one batch is caught too"
+    );
+    let out = s
+        .insert_inbox_batch(&[
+            ev("a", "e3", Some("m1")), // same message, new event id
+            ev("b", "e1", Some("m1")), // other profile: its own namespace
+            ev("a", "e4", None),       // no message id never conflicts
+            ev("a", "e2", None),       // replayed event id
+        ])
+        .await
+        .expect("batch");
+    assert_eq!(out, [Dup, New, New, Dup]);
+    assert_eq!(db.count("inbox_events").await, 4);
+    let row = s.inbox_event("a", "e1").await.expect("read").expect("row");
+    assert_eq!(
+        (row.payload.as_str(), row.status, row.attempts),
+        ("{\"id\":\"e1\"}", InboxStatus::Pending, 0)
+    );
+    assert!(s.inbox_event("a", "nope").await.expect("read").is_none());
+    s.ping().await.expect("ping");
+}
+both_backends!(
+    inserts_deduplicate_by_event_id_and_message_id,
+    inserts_deduplicate
+);
+
+async fn claims_follow_status_and_time(db: TestDb) {
+    let s = open(&db).await;
+    let mut skipped = ev("a", "s1", None);
+    skipped.status = InboxStatus::Skipped;
+    s.insert_inbox_batch(&[
+        ev("a", "e1", None),
+        skipped,
+        ev("a", "e2", None),
+        ev("a", "e3", None),
+    ])
+    .await
+    .expect("insert");
+
+    let first = s.claim_inbox(2_000, 1_000, 2).await.expect("claim");
+    let ids: Vec<_> = first.iter().map(|e| e.event_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["e1", "e2"],
+        "arrival order, skipped rows never claimed"
+    );
+    assert!(
+        first
+            .iter()
+            .all(|e| e.attempts == 1 && e.status == InboxStatus::Processing)
+    );
+
+    let second = s.claim_inbox(2_000, 1_000, 10).await.expect("claim");
+    assert_eq!(
+        second
+            .iter()
+            .map(|e| e.event_id.as_str())
+            .collect::<Vec<_>>(),
+        ["e3"],
+        "leased rows are not claimed twice"
+    );
+
+    s.finish_inbox(first[0].id, &Finish::Done, 2_100)
+        .await
+        .expect("done");
+    s.finish_inbox(
+        first[1].id,
+        &Finish::Retry {
+            error: "boom".into(),
+            at: 5_000,
+        },
+        2_100,
+    )
+    .await
+    .expect("retry");
+    s.release_inbox(&[second[0].id]).await.expect("release");
+
+    let counts = s.inbox_counts().await.expect("counts");
+    assert_eq!(
+        (
+            counts.pending,
+            counts.processing,
+            counts.retrying,
+            counts.failed
+        ),
+        (2, 0, 1, 0)
+    );
+
+    // e3 was released (attempt not counted); e2 is not due before 5000.
+    let third = s.claim_inbox(2_200, 1_000, 10).await.expect("claim");
+    assert_eq!(
+        third
+            .iter()
+            .map(|e| (e.event_id.as_str(), e.attempts))
+            .collect::<Vec<_>>(),
+        [("e3", 1)]
+    );
+
+    // A worker that died: its lease (until 3200) runs out and the row comes back.
+    let again = s.claim_inbox(3_300, 10_000, 10).await.expect("claim");
+    assert_eq!(
+        again
+            .iter()
+            .map(|e| (e.event_id.as_str(), e.attempts))
+            .collect::<Vec<_>>(),
+        [("e3", 2)]
+    );
+
+    let fourth = s.claim_inbox(5_000, 10_000, 10).await.expect("claim");
+    assert_eq!(
+        fourth
+            .iter()
+            .map(|e| (e.event_id.as_str(), e.attempts))
+            .collect::<Vec<_>>(),
+        [("e2", 2)]
+    );
+    assert_eq!(fourth[0].last_error.as_deref(), Some("boom"));
+
+    s.finish_inbox(
+        fourth[0].id,
+        &Finish::Failed {
+            error: "gave up".into(),
+        },
+        5_100,
+    )
+    .await
+    .expect("fail");
+    let problems = s.inbox_problems(10).await.expect("problems");
+    assert_eq!(problems.len(), 1);
+    assert_eq!(
+        (
+            problems[0].event_id.as_str(),
+            problems[0].status,
+            problems[0].last_error.as_deref()
+        ),
+        ("e2", InboxStatus::Failed, Some("gave up"))
+    );
+    let counts = s.inbox_counts().await.expect("counts");
+    assert_eq!(
+        (counts.pending, counts.processing, counts.failed),
+        (0, 1, 1)
+    );
+}
+both_backends!(
+    claims_follow_status_leases_and_retry_times,
+    claims_follow_status_and_time
+);
+
+async fn concurrent_claimers(db: TestDb) {
+    let s = open(&db).await;
+    let batch: Vec<_> = (0..200).map(|i| ev("a", &format!("e{i}"), None)).collect();
+    s.insert_inbox_batch(&batch).await.expect("insert");
+    let claim = |s: Arc<dyn Store>| async move {
+        let mut mine = Vec::new();
+        loop {
+            let got = s.claim_inbox(2_000, 60_000, 7).await.expect("claim");
+            if got.is_empty() {
+                return mine;
+            }
+            mine.extend(got.into_iter().map(|e| e.id));
+        }
+    };
+    let (a, b, c) = tokio::join!(
+        tokio::spawn(claim(s.clone())),
+        tokio::spawn(claim(s.clone())),
+        tokio::spawn(claim(s.clone()))
+    );
+    let mut all: Vec<i64> = [a, b, c]
+        .into_iter()
+        .flat_map(|r| r.expect("task"))
+        .collect();
+    let claimed = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(
+        (claimed, all.len()),
+        (200, 200),
+        "every event claimed exactly once"
+    );
+}
+both_backends!(
+    concurrent_claimers_never_share_an_event,
+    concurrent_claimers
+);
