@@ -13,8 +13,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::{Config, Profile},
+    feishu_api::FeishuClient,
+    identity::Identities,
     inbox::{Committer, Pipeline, Processed, Worker},
+    outbound::{Outbound, RecordingOutbound},
     protocol::{Credentials, crypto::AesKey},
+    session_queue::SessionQueues,
     store::{self, Store},
     telemetry::Metrics,
 };
@@ -63,6 +67,10 @@ pub struct App {
     pub started: Instant,
     /// Worker outcomes, for observers.
     pub processed: broadcast::Sender<Processed>,
+    /// Each profile's own bot identity.
+    pub identities: Arc<Identities>,
+    /// Per-session serial execution.
+    pub queues: SessionQueues,
 }
 
 impl std::fmt::Debug for dyn Store {
@@ -97,7 +105,24 @@ impl Bridge {
             .await
             .with_context(|| format!("cannot open database {}", config.database.redacted_url()))?;
         store.migrate().await.context("database migration failed")?;
-        Ok(Self::with_store(config, store))
+        let bridge = Self::with_store(config, store);
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .context("HTTP client")?;
+        let clients: HashMap<String, Arc<FeishuClient>> = bridge
+            .state
+            .config
+            .profiles
+            .iter()
+            .map(|p| (p.name.clone(), Arc::new(FeishuClient::new(http.clone(), p))))
+            .collect();
+        bridge
+            .state
+            .identities
+            .resolve(&bridge.state.config, &clients, bridge.worker_stop.clone())
+            .await;
+        Ok(bridge)
     }
 
     /// Starts the background tasks on an already-migrated store.
@@ -118,10 +143,21 @@ impl Bridge {
             committer_stop.clone(),
         );
         let (processed, _) = broadcast::channel(1024);
+        let config = Arc::new(config);
+        let identities = Arc::new(Identities::default());
+        let queues = SessionQueues::new();
+        let outbound: Arc<dyn Outbound> = Arc::new(RecordingOutbound::new(store.clone()));
         if config.worker.enabled {
+            let pipeline = Pipeline::new(
+                config.clone(),
+                store.clone(),
+                identities.clone(),
+                queues.clone(),
+                outbound,
+            );
             let worker = Worker {
                 store: store.clone(),
-                pipeline: Arc::new(Pipeline::new()),
+                pipeline: Arc::new(pipeline),
                 config: config.worker.clone(),
                 metrics: metrics.clone(),
                 wake,
@@ -136,13 +172,15 @@ impl Bridge {
             .map(|p| (p.name.clone(), ProfileKeys::new(p.clone())))
             .collect();
         let app = App {
-            config: Arc::new(config),
+            config,
             profiles,
             store,
             committer,
             metrics,
             started: Instant::now(),
             processed,
+            identities,
+            queues,
         };
         Self {
             state: AppState(Arc::new(app)),

@@ -3,10 +3,12 @@
 
 mod auth;
 mod error;
+mod explain;
 mod health;
 mod metrics;
 pub mod openapi;
 mod router;
+mod sessions;
 mod status;
 mod webhook;
 
@@ -15,3 +17,17 @@ pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use router::router;
 
 pub use crate::app::AppState;
+
+/// The named profile, or the first configured one; `unknown_profile` otherwise.
+fn profile_or_first(app: &AppState, profile: Option<String>) -> Result<String, ApiError> {
+    match profile {
+        Some(p) if app.profiles.contains_key(&p) => Ok(p),
+        Some(p) => Err(ApiError::UnknownProfile(p)),
+        None => app
+            .config
+            .profiles
+            .first()
+            .map(|p| p.name.clone())
+            .ok_or_else(|| ApiError::UnknownProfile(String::new())),
+    }
+}

@@ -21,6 +21,8 @@ use utoipa::{
     tags(
         (name = "ingress", description = "Feishu callbacks"),
         (name = "operations", description = "Health, status and metrics"),
+        (name = "sessions", description = "Session mappings"),
+        (name = "explain", description = "Why the bot did or did not answer"),
     )
 )]
 pub struct ApiDoc;

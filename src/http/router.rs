@@ -12,7 +12,9 @@ use tracing::Level;
 use utoipa::OpenApi;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::{AppState, error, health, metrics, openapi::ApiDoc, status, webhook};
+use super::{
+    AppState, error, explain, health, metrics, openapi::ApiDoc, sessions, status, webhook,
+};
 
 /// Every route, with its OpenAPI description (no state, no layers).
 pub fn api_router() -> OpenApiRouter<AppState> {
@@ -23,6 +25,9 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(health::readyz))
         .routes(routes!(status::status))
         .routes(routes!(metrics::metrics))
+        .routes(routes!(sessions::list))
+        .routes(routes!(sessions::get, sessions::reset))
+        .routes(routes!(explain::message))
 }
 
 /// The service: routes plus layers, bound to its state.

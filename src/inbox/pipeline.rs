@@ -1,8 +1,29 @@
-//! What processing an inbox event means. Today: parse it into its typed form (a payload
-//! that does not parse is an error, retried and eventually failed). The routing and
-//! context stages plug in here.
+//! What processing an inbox event means: parse it, and for a message normalize, route,
+//! record (event log, verdict, session, in one transaction), then run a command or hand
+//! a turn to the session's queue. A recall removes the message from every context.
 
-use crate::{protocol::events, store::InboxEvent};
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use tokio::time::Instant;
+
+use crate::{
+    commands::{self, CommandCall},
+    config::Config,
+    context::collector::{self, MessageFacts},
+    identity::Identities,
+    outbound::Outbound,
+    protocol::{
+        content,
+        events::{self, MessageReceive, TypedEvent},
+    },
+    routing::{self, Inbound, Place, Sender, Verdict},
+    session_queue::SessionQueues,
+    store::{InboxEvent, NewSession, NewVerdict, RouteWrite, Store, StoreError},
+    util::now_ms,
+};
 
 /// Why an event could not be processed. Messages never contain payload content.
 #[derive(Debug, thiserror::Error)]
@@ -10,31 +31,259 @@ pub enum ProcessError {
     /// The payload does not have the shape of its event type.
     #[error(transparent)]
     Parse(#[from] events::ParseError),
+    /// The database failed; the event is retried.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
 }
 
-/// The processing stages.
-#[derive(Debug, Default)]
-pub struct Pipeline {}
+/// How often retention runs (it rides on an event-log write).
+const PURGE_EVERY: Duration = Duration::from_secs(60);
+
+/// The processing stages and what they share.
+pub struct Pipeline {
+    config: Arc<Config>,
+    store: Arc<dyn Store>,
+    identities: Arc<Identities>,
+    queues: SessionQueues,
+    outbound: Arc<dyn Outbound>,
+    last_purge: Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pipeline")
+    }
+}
 
 impl Pipeline {
-    /// A pipeline with the current stages.
-    pub fn new() -> Self {
-        Self {}
+    /// A pipeline over the app's parts.
+    pub fn new(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        identities: Arc<Identities>,
+        queues: SessionQueues,
+        outbound: Arc<dyn Outbound>,
+    ) -> Self {
+        Self {
+            config,
+            store,
+            identities,
+            queues,
+            outbound,
+            last_purge: Mutex::new(None),
+        }
     }
 
     /// Processes one claimed event.
     pub async fn process(&self, event: &InboxEvent) -> Result<(), ProcessError> {
-        let typed = events::parse(&event.event_type, &event.payload)?;
-        tracing::debug!(kind = typed_kind(&typed), "event parsed");
-        Ok(())
+        // A recalled message is never parsed again (its payload is gone by design).
+        if let Some(message_id) = &event.message_id
+            && self.store.is_recalled(message_id).await?
+        {
+            self.store
+                .record_verdict(&NewVerdict {
+                    profile: event.profile.clone(),
+                    message_id: message_id.clone(),
+                    chat_id: String::new(),
+                    verdict: Verdict::Ignored.as_str().into(),
+                    reason: "recalled".into(),
+                    session_key: None,
+                    created_at: now_ms(),
+                })
+                .await?;
+            return Ok(());
+        }
+        match events::parse(&event.event_type, &event.payload)? {
+            TypedEvent::MessageReceive(m) => self.on_message(&event.profile, &m).await,
+            TypedEvent::MessageRecalled(r) => {
+                let n = self
+                    .store
+                    .recall(&r.message_id, &r.chat_id, now_ms())
+                    .await?;
+                tracing::info!(message_id = %r.message_id, records = n, "message recalled: text removed, excluded from context");
+                Ok(())
+            }
+            TypedEvent::CardAction(_) | TypedEvent::LegacyCardAction(_) => {
+                tracing::debug!("card action recorded");
+                Ok(())
+            }
+        }
+    }
+
+    fn purge_due(&self) -> Option<i64> {
+        let mut last = self.last_purge.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|t| t.elapsed() < PURGE_EVERY) {
+            return None;
+        }
+        *last = Some(Instant::now());
+        let days = i64::from(self.config.context.retention_days);
+        Some(now_ms() - days * 24 * 3600 * 1000)
+    }
+
+    async fn on_message(
+        &self,
+        profile_name: &str,
+        ev: &MessageReceive,
+    ) -> Result<(), ProcessError> {
+        let Some(profile) = self.config.profile(profile_name) else {
+            tracing::warn!(
+                profile = profile_name,
+                "event for a profile no longer configured; dropped"
+            );
+            return Ok(());
+        };
+        let msg = &ev.message;
+        let bot = self.identities.get(profile_name);
+        let content = content::normalize(
+            &msg.message_type,
+            &msg.content,
+            &msg.mentions,
+            bot.as_deref(),
+        );
+        let now = now_ms();
+        if !content.names.is_empty() {
+            self.store
+                .remember_names(profile_name, &content.names, now)
+                .await?;
+        }
+        let place = Place::of(
+            &msg.chat_id,
+            &msg.chat_type,
+            &msg.message_id,
+            msg.root_id.as_deref(),
+            msg.thread_id.as_deref(),
+        );
+        let ids = &ev.sender.sender_id;
+        let sender = Sender {
+            open_id: ids.open_id.as_deref(),
+            union_id: ids.union_id.as_deref(),
+            user_id: ids.user_id.as_deref(),
+            sender_type: &ev.sender.sender_type,
+        };
+        let workspace = self
+            .config
+            .workspaces
+            .iter()
+            .find(|w| w.chat_id == msg.chat_id);
+        let route = routing::route(&Inbound {
+            profile,
+            bot_open_id: bot.as_deref(),
+            workspace,
+            place: &place,
+            sender: sender.clone(),
+            content: &content,
+        });
+        let actor_id = ids.open_id.clone().unwrap_or_default();
+        let author_label = self
+            .author_label(profile_name, &sender, &actor_id, bot.as_deref())
+            .await?;
+        let history_scope = place.history_scope(profile);
+        let created_at = msg
+            .create_time
+            .as_deref()
+            .and_then(|t| t.parse::<i64>().ok())
+            .unwrap_or(now);
+        let facts = MessageFacts {
+            profile: profile_name,
+            app_id: &profile.app_id,
+            place: &place,
+            chat_type: &msg.chat_type,
+            thread_id: msg.thread_id.as_deref(),
+            message_id: &msg.message_id,
+            actor_type: &ev.sender.sender_type,
+            actor_id: &actor_id,
+            author_label: &author_label,
+            text: &content.text,
+            metadata: collector::metadata(
+                &msg.message_type,
+                content.placeholder,
+                content.mentions_all,
+                msg.parent_id.as_deref(),
+            ),
+            history_scope: &history_scope,
+            bot_open_id: bot.as_deref(),
+            created_at,
+        };
+        let write = RouteWrite {
+            verdict: NewVerdict {
+                profile: profile_name.into(),
+                message_id: msg.message_id.clone(),
+                chat_id: msg.chat_id.clone(),
+                verdict: route.verdict.as_str().into(),
+                reason: route.reason.into(),
+                session_key: route.session_key.clone(),
+                created_at: now,
+            },
+            events: collector::records(&route, &facts),
+            session: route.session_key.as_ref().map(|key| NewSession {
+                profile: profile_name.into(),
+                session_key: key.clone(),
+                session_id: new_session_id(),
+                chat_id: msg.chat_id.clone(),
+                chat_type: msg.chat_type.clone(),
+                user_id: Some(actor_id.clone()),
+                root_msg_id: (!place.is_dm).then(|| place.root_msg_id.clone()),
+                history_scope: history_scope.clone(),
+                now,
+            }),
+            purge_before: self.purge_due(),
+        };
+        let session = self.store.apply_route(&write).await?;
+        tracing::info!(profile = profile_name, message_id = %msg.message_id, verdict = route.verdict.as_str(), reason = route.reason, session_key = ?route.session_key, "message routed");
+
+        let Some(session) = session else {
+            return Ok(());
+        };
+        match &route.command {
+            Some(command) => {
+                let call = CommandCall {
+                    command,
+                    session: &session,
+                    history_scope: &history_scope,
+                    message_id: &msg.message_id,
+                };
+                commands::execute(&self.store, &self.queues, self.outbound.as_ref(), &call).await
+            }
+            None => {
+                let key = session.session_key.clone();
+                let message_id = msg.message_id.clone();
+                self.queues.submit(
+                    &key,
+                    Box::new(move |_cancel| {
+                        Box::pin(async move {
+                            tracing::info!(%message_id, "turn due (no turn runner yet)");
+                        })
+                    }),
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// How a sender is shown to agents: a remembered display name, else the open_id;
+    /// this bot by its profile name; other apps as `app:<id>`.
+    async fn author_label(
+        &self,
+        profile: &str,
+        sender: &Sender<'_>,
+        actor_id: &str,
+        bot: Option<&str>,
+    ) -> Result<String, StoreError> {
+        if bot.is_some() && Some(actor_id) == bot {
+            return Ok(format!("{profile} (this bot)"));
+        }
+        if sender.sender_type != "user" {
+            return Ok(format!("app:{actor_id}"));
+        }
+        Ok(self
+            .store
+            .name_of(profile, actor_id)
+            .await?
+            .unwrap_or_else(|| actor_id.to_string()))
     }
 }
 
-fn typed_kind(e: &events::TypedEvent) -> &'static str {
-    match e {
-        events::TypedEvent::MessageReceive(_) => "message",
-        events::TypedEvent::MessageRecalled(_) => "recall",
-        events::TypedEvent::CardAction(_) => "card_action",
-        events::TypedEvent::LegacyCardAction(_) => "legacy_card_action",
-    }
+/// A fresh agent-side session id.
+pub fn new_session_id() -> String {
+    format!("s_{:032x}", rand::random::<u128>())
 }

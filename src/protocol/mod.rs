@@ -2,6 +2,7 @@
 //!
 //! Pure functions over bytes and strings: no HTTP framework and no database here.
 
+pub mod content;
 pub mod crypto;
 pub mod envelope;
 pub mod events;

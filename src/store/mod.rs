@@ -6,13 +6,19 @@
 //! Every operation is bounded by the configured timeout, so a database that stops
 //! answering surfaces as [`StoreError::Timeout`] instead of a hung request.
 
+mod context;
+pub(crate) mod context_sql;
+pub(crate) mod inbox_sql;
 mod postgres;
-pub(crate) mod sql;
 mod sqlite;
 
 use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
+pub use context::{
+    ContextEventRow, ContextStore, NewContextEvent, NewItem, NewOutbound, NewSession, NewVerdict,
+    OutboundRow, RouteWrite, SessionRow, VerdictRow,
+};
 pub use postgres::PgStore;
 use secrecy::ExposeSecret;
 pub use sqlite::SqliteStore;
@@ -199,9 +205,14 @@ pub enum StoreError {
     Corrupt(String),
 }
 
-/// The persistence interface shared by both backends.
+/// Everything the service persists: both backends implement each part.
+pub trait Store: InboxStore + ContextStore {}
+
+impl<T: InboxStore + ContextStore> Store for T {}
+
+/// The durable inbox, plus connection-level operations.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait InboxStore: Send + Sync + 'static {
     /// Which backend this is.
     fn backend(&self) -> Backend;
     /// Applies pending migrations.

@@ -57,9 +57,11 @@ impl PgStore {
 /// Concurrent claimers (other workers, other replicas) skip each other's rows.
 const CLAIM_LOCK: &str = "FOR UPDATE SKIP LOCKED";
 
-super::sql::impl_store!(
+super::inbox_sql::impl_inbox_store!(
     PgStore,
     Backend::Postgres,
     sqlx::migrate!("migrations/postgres"),
     CLAIM_LOCK
 );
+
+super::context_sql::impl_context_store!(PgStore);

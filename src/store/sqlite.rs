@@ -49,9 +49,11 @@ impl SqliteStore {
 /// `UPDATE … RETURNING` is atomic without row locks.
 const CLAIM_LOCK: &str = "";
 
-super::sql::impl_store!(
+super::inbox_sql::impl_inbox_store!(
     SqliteStore,
     Backend::Sqlite,
     sqlx::migrate!("migrations/sqlite"),
     CLAIM_LOCK
 );
+
+super::context_sql::impl_context_store!(SqliteStore);

@@ -138,15 +138,15 @@ macro_rules! bind_new_event {
 }
 pub(crate) use bind_new_event;
 
-/// Implements [`super::Store`] for a backend type with `pool` and `timeout` fields.
+/// Implements [`super::InboxStore`] for a backend type with `pool` and `timeout` fields.
 ///
 /// Both backends run the same statements, so the method bodies are written once here and
 /// type-checked against each backend's own pool; what differs is passed in: the backend
 /// tag, its migrator, and the row-locking clause of the claim query.
-macro_rules! impl_store {
+macro_rules! impl_inbox_store {
     ($ty:ty, $backend:expr, $migrator:expr, $claim_lock:expr) => {
         #[async_trait::async_trait]
-        impl $crate::store::Store for $ty {
+        impl $crate::store::InboxStore for $ty {
             fn backend(&self) -> $crate::store::Backend {
                 $backend
             }
@@ -168,7 +168,7 @@ macro_rules! impl_store {
                 &self,
                 events: &[$crate::store::NewInboxEvent],
             ) -> Result<Vec<$crate::store::InsertOutcome>, $crate::store::StoreError> {
-                use $crate::store::{InsertOutcome, sql};
+                use $crate::store::{InsertOutcome, inbox_sql as sql};
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;
                     let mut outcomes = Vec::with_capacity(events.len());
@@ -194,7 +194,7 @@ macro_rules! impl_store {
                 lease_ms: i64,
                 limit: i64,
             ) -> Result<Vec<$crate::store::InboxEvent>, $crate::store::StoreError> {
-                use $crate::store::sql;
+                use $crate::store::inbox_sql as sql;
                 let q = format!(
                     "UPDATE inbox_events SET status = 'processing', lease_until = $1 + $2, \
                      attempts = attempts + 1 \
@@ -222,7 +222,7 @@ macro_rules! impl_store {
                 finish: &$crate::store::Finish,
                 now: i64,
             ) -> Result<(), $crate::store::StoreError> {
-                let (q, error, at) = $crate::store::sql::finish_statement(finish, now);
+                let (q, error, at) = $crate::store::inbox_sql::finish_statement(finish, now);
                 $crate::store::bounded(self.timeout, async {
                     sqlx::query(q)
                         .bind(id)
@@ -239,7 +239,7 @@ macro_rules! impl_store {
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;
                     for id in ids {
-                        sqlx::query($crate::store::sql::RELEASE)
+                        sqlx::query($crate::store::inbox_sql::RELEASE)
                             .bind(id)
                             .execute(&mut *tx)
                             .await?;
@@ -255,7 +255,7 @@ macro_rules! impl_store {
             ) -> Result<$crate::store::InboxCounts, $crate::store::StoreError> {
                 use sqlx::Row;
                 $crate::store::bounded(self.timeout, async {
-                    let row = sqlx::query($crate::store::sql::COUNTS)
+                    let row = sqlx::query($crate::store::inbox_sql::COUNTS)
                         .fetch_one(&self.pool)
                         .await?;
                     Ok($crate::store::InboxCounts {
@@ -272,7 +272,7 @@ macro_rules! impl_store {
                 &self,
                 limit: i64,
             ) -> Result<Vec<$crate::store::InboxProblem>, $crate::store::StoreError> {
-                use $crate::store::sql;
+                use $crate::store::inbox_sql as sql;
                 $crate::store::bounded(self.timeout, async {
                     let rows: Vec<sql::ProblemRow> = sqlx::query_as(sql::PROBLEMS)
                         .bind(limit)
@@ -290,7 +290,7 @@ macro_rules! impl_store {
                 profile: &str,
                 event_id: &str,
             ) -> Result<Option<$crate::store::InboxEvent>, $crate::store::StoreError> {
-                use $crate::store::sql;
+                use $crate::store::inbox_sql as sql;
                 $crate::store::bounded(self.timeout, async {
                     let row: Option<sql::InboxRow> = sqlx::query_as(&sql::select_inbox_by_key())
                         .bind(profile)
@@ -304,4 +304,4 @@ macro_rules! impl_store {
         }
     };
 }
-pub(crate) use impl_store;
+pub(crate) use impl_inbox_store;

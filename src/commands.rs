@@ -1,0 +1,110 @@
+//! Executing slash commands. A command carries no context and never reaches the agent;
+//! its answer goes out through the [`Outbound`] interface.
+//!
+//! * `/status` reports and changes nothing: pending history stays pending.
+//! * `/new` and `/reset` rotate the session id and clear the history scope.
+//! * `/stop` cancels the running turn of the caller's own session key, nothing else.
+//! * Unknown commands get the help text.
+
+use std::sync::Arc;
+
+use crate::{
+    inbox::pipeline::{ProcessError, new_session_id},
+    outbound::{Outbound, Reply},
+    routing::{Command, HELP},
+    session_queue::SessionQueues,
+    store::{SessionRow, Store},
+    util::now_ms,
+};
+
+/// One command invocation.
+#[derive(Debug)]
+pub struct CommandCall<'a> {
+    /// The command.
+    pub command: &'a Command,
+    /// The caller's session (created if it was new).
+    pub session: &'a SessionRow,
+    /// The history scope of the message that carried the command.
+    pub history_scope: &'a str,
+    /// That message (replies go to it).
+    pub message_id: &'a str,
+}
+
+/// Runs a command and sends its answer.
+pub async fn execute(
+    store: &Arc<dyn Store>,
+    queues: &SessionQueues,
+    outbound: &dyn Outbound,
+    call: &CommandCall<'_>,
+) -> Result<(), ProcessError> {
+    let s = call.session;
+    let text = match call.command {
+        Command::Help => HELP.to_string(),
+        Command::Unknown(name) => format!("Unknown command {name}.\n{HELP}"),
+        Command::Status => {
+            let pending = store
+                .pending_history_count(&s.profile, call.history_scope)
+                .await?;
+            let q = queues.status(&s.session_key);
+            format!(
+                "Session {}\nsession id: {}\npending group messages: {pending}\nrunning: {}\nqueued: {}",
+                s.session_key,
+                s.session_id,
+                if q.running { "yes" } else { "no" },
+                q.queued
+            )
+        }
+        Command::New | Command::Reset => {
+            let fresh = new_session_id();
+            let row = store
+                .reset_session(
+                    &s.profile,
+                    &s.session_key,
+                    call.history_scope,
+                    &fresh,
+                    now_ms(),
+                )
+                .await?;
+            match row {
+                Some(row) => format!(
+                    "New session started ({}). Earlier group messages will not be sent to the agent.",
+                    row.session_id
+                ),
+                None => "No session to reset.".to_string(),
+            }
+        }
+        Command::Stop => {
+            if queues.cancel_running(&s.session_key) {
+                "Stopping the running answer of this session.".to_string()
+            } else {
+                "Nothing is running in this session.".to_string()
+            }
+        }
+        Command::Sessions => {
+            let rows = store.sessions(Some(&s.profile), Some(&s.chat_id)).await?;
+            let mut out = format!("Sessions of {} in this chat:", s.profile);
+            for r in rows.iter().take(20) {
+                let mark = if r.session_key == s.session_key {
+                    " (this one)"
+                } else {
+                    ""
+                };
+                out.push_str(&format!("\n{} → {}{mark}", r.session_key, r.session_id));
+            }
+            out
+        }
+    };
+    tracing::info!(profile = %s.profile, session_key = %s.session_key, command = call.command.name(), "command executed");
+    outbound
+        .send(Reply {
+            profile: s.profile.clone(),
+            chat_id: s.chat_id.clone(),
+            reply_to: Some(call.message_id.to_string()),
+            kind: "command_reply",
+            text,
+        })
+        .await
+        .map_err(|e| match e {
+            crate::outbound::OutboundError::Store(s) => ProcessError::Store(s),
+        })
+}

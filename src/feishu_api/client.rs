@@ -1,0 +1,160 @@
+//! A small Open API client for one app.
+
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use tokio::{sync::Mutex, time::Instant};
+
+use crate::config::Profile;
+
+/// An Open API failure. Never carries the app secret or a token.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request did not complete.
+    #[error("request to the Open API failed: {0}")]
+    Transport(String),
+    /// The API answered with a non-zero code.
+    #[error("Open API error {code}: {msg}")]
+    Api {
+        /// Feishu's error code.
+        code: i64,
+        /// Feishu's message.
+        msg: String,
+    },
+    /// The answer did not have the documented shape.
+    #[error("unexpected Open API answer: {0}")]
+    Shape(String),
+    /// The profile has no app secret.
+    #[error("profile has no app_secret")]
+    NoSecret,
+}
+
+struct CachedToken {
+    value: SecretString,
+    refresh_at: Instant,
+}
+
+/// One app's client.
+pub struct FeishuClient {
+    http: reqwest::Client,
+    base: String,
+    app_id: String,
+    app_secret: Option<SecretString>,
+    token: Mutex<Option<CachedToken>>,
+}
+
+impl std::fmt::Debug for FeishuClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FeishuClient({}, {})", self.base, self.app_id)
+    }
+}
+
+#[derive(Deserialize)]
+struct TokenAnswer {
+    code: i64,
+    #[serde(default)]
+    msg: String,
+    #[serde(default)]
+    tenant_access_token: Option<String>,
+    #[serde(default)]
+    expire: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct BotAnswer {
+    code: i64,
+    #[serde(default)]
+    msg: String,
+    #[serde(default)]
+    bot: Option<BotInfo>,
+}
+
+#[derive(Deserialize)]
+struct BotInfo {
+    #[serde(default)]
+    open_id: Option<String>,
+}
+
+impl FeishuClient {
+    /// A client for the profile's app.
+    pub fn new(http: reqwest::Client, profile: &Profile) -> Self {
+        Self {
+            http,
+            base: profile.api_base.trim_end_matches('/').to_string(),
+            app_id: profile.app_id.clone(),
+            app_secret: profile
+                .app_secret
+                .clone()
+                .filter(|s| !s.expose_secret().is_empty()),
+            token: Mutex::new(None),
+        }
+    }
+
+    /// The tenant access token, from the cache while it has more than a tenth of its
+    /// life (at most ten minutes) left.
+    pub async fn tenant_token(&self) -> Result<SecretString, ApiError> {
+        let mut cached = self.token.lock().await;
+        if let Some(t) = cached.as_ref().filter(|t| Instant::now() < t.refresh_at) {
+            return Ok(t.value.clone());
+        }
+        let secret = self.app_secret.as_ref().ok_or(ApiError::NoSecret)?;
+        let body = serde_json::json!({"app_id": self.app_id, "app_secret": secret.expose_secret()});
+        let answer: TokenAnswer = self
+            .http
+            .post(format!(
+                "{}/open-apis/auth/v3/tenant_access_token/internal",
+                self.base
+            ))
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| ApiError::Transport(e.without_url().to_string()))?
+            .json()
+            .await
+            .map_err(|e| ApiError::Shape(e.without_url().to_string()))?;
+        if answer.code != 0 {
+            return Err(ApiError::Api {
+                code: answer.code,
+                msg: answer.msg,
+            });
+        }
+        let value = answer
+            .tenant_access_token
+            .ok_or_else(|| ApiError::Shape("no tenant_access_token".into()))?;
+        let life = answer.expire.unwrap_or(7200);
+        let margin = (life / 10).min(600);
+        let token = SecretString::from(value);
+        *cached = Some(CachedToken {
+            value: token.clone(),
+            refresh_at: Instant::now() + Duration::from_secs(life.saturating_sub(margin)),
+        });
+        Ok(token)
+    }
+
+    /// The bot's own open_id (`GET /open-apis/bot/v3/info`).
+    pub async fn bot_open_id(&self) -> Result<String, ApiError> {
+        let token = self.tenant_token().await?;
+        let answer: BotAnswer = self
+            .http
+            .get(format!("{}/open-apis/bot/v3/info", self.base))
+            .bearer_auth(token.expose_secret())
+            .send()
+            .await
+            .map_err(|e| ApiError::Transport(e.without_url().to_string()))?
+            .json()
+            .await
+            .map_err(|e| ApiError::Shape(e.without_url().to_string()))?;
+        if answer.code != 0 {
+            return Err(ApiError::Api {
+                code: answer.code,
+                msg: answer.msg,
+            });
+        }
+        answer
+            .bot
+            .and_then(|b| b.open_id)
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| ApiError::Shape("no bot.open_id".into()))
+    }
+}

@@ -1,0 +1,6 @@
+//! The Feishu Open API, as the bridge uses it: the tenant access token (cached, never
+//! one request per message) and the bot's own identity.
+
+mod client;
+
+pub use client::{ApiError, FeishuClient};

@@ -1,0 +1,166 @@
+//! `GET /sessions`, `GET /sessions/{session_key}`, `DELETE /sessions/{session_key}`.
+
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::{AdminAuth, ApiError, AppState, ErrorBody};
+use crate::{inbox::pipeline::new_session_id, store::SessionRow, util::now_ms};
+
+/// A session mapping.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionBody {
+    /// `dm:<open_id>`, `group:<chat_id>`, `group-user:<chat_id>:<open_id>` or
+    /// `thread:<chat_id>:<root_id>`.
+    pub session_key: String,
+    /// Profile.
+    pub profile: String,
+    /// Chat.
+    pub chat_id: String,
+    /// `p2p` or `group`.
+    pub chat_type: String,
+    /// The user who opened it (the owner of `dm:`/`group-user:` keys).
+    pub user_id: Option<String>,
+    /// Thread root, for group sessions.
+    pub root_msg_id: Option<String>,
+    /// Agent-side session id; rotates on `/new`, `/reset` and DELETE.
+    pub session_id: String,
+    /// The topic root was injected into this session's first turn.
+    pub topic_root_prompt_delivered: bool,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Unix ms.
+    pub updated_at: i64,
+}
+
+impl From<SessionRow> for SessionBody {
+    fn from(r: SessionRow) -> Self {
+        Self {
+            session_key: r.session_key,
+            profile: r.profile,
+            chat_id: r.chat_id,
+            chat_type: r.chat_type,
+            user_id: r.user_id,
+            root_msg_id: r.root_msg_id,
+            session_id: r.session_id,
+            topic_root_prompt_delivered: r.topic_root_prompt_delivered,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+/// `GET /sessions`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionList {
+    /// Most recently used first.
+    pub sessions: Vec<SessionBody>,
+}
+
+/// Filters of `GET /sessions`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Only this profile.
+    pub profile: Option<String>,
+    /// Only this chat.
+    pub chat_id: Option<String>,
+}
+
+/// Which profile's session (keys are per profile).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ProfileQuery {
+    /// Profile; defaults to the first configured profile.
+    pub profile: Option<String>,
+}
+
+/// Session mappings, most recently used first.
+#[utoipa::path(get, path = "/sessions", tag = "sessions", security(("bearer" = [])),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "Session mappings", body = SessionList),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ))]
+pub async fn list(
+    State(app): State<AppState>,
+    _auth: AdminAuth,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<SessionList>, ApiError> {
+    let rows = app
+        .store
+        .sessions(q.profile.as_deref(), q.chat_id.as_deref())
+        .await
+        .map_err(ApiError::store)?;
+    Ok(Json(SessionList {
+        sessions: rows.into_iter().map(SessionBody::from).collect(),
+    }))
+}
+
+/// One session mapping.
+#[utoipa::path(get, path = "/sessions/{session_key}", tag = "sessions", security(("bearer" = [])),
+    params(("session_key" = String, Path, description = "e.g. `thread:oc_xxx:om_xxx`"), ProfileQuery),
+    responses(
+        (status = 200, description = "The session", body = SessionBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`not_found` or `unknown_profile`", body = ErrorBody),
+    ))]
+pub async fn get(
+    State(app): State<AppState>,
+    _auth: AdminAuth,
+    Path(key): Path<String>,
+    Query(q): Query<ProfileQuery>,
+) -> Result<Json<SessionBody>, ApiError> {
+    let profile = super::profile_or_first(&app, q.profile)?;
+    let row = app
+        .store
+        .session(&profile, &key)
+        .await
+        .map_err(ApiError::store)?;
+    row.map(|r| Json(r.into()))
+        .ok_or_else(|| ApiError::NotFound(format!("no session {key:?} for profile {profile:?}")))
+}
+
+/// Resets a session: a new `session_id`, and its history scope cleared (like `/new`).
+#[utoipa::path(delete, path = "/sessions/{session_key}", tag = "sessions", security(("bearer" = [])),
+    params(("session_key" = String, Path, description = "e.g. `thread:oc_xxx:om_xxx`"), ProfileQuery),
+    responses(
+        (status = 200, description = "The session after the reset", body = SessionBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`not_found` or `unknown_profile`", body = ErrorBody),
+    ))]
+pub async fn reset(
+    State(app): State<AppState>,
+    _auth: AdminAuth,
+    Path(key): Path<String>,
+    Query(q): Query<ProfileQuery>,
+) -> Result<Json<SessionBody>, ApiError> {
+    let profile = super::profile_or_first(&app, q.profile)?;
+    let current = app
+        .store
+        .session(&profile, &key)
+        .await
+        .map_err(ApiError::store)?;
+    let Some(current) = current else {
+        return Err(ApiError::NotFound(format!(
+            "no session {key:?} for profile {profile:?}"
+        )));
+    };
+    let row = app
+        .store
+        .reset_session(
+            &profile,
+            &key,
+            &current.history_scope,
+            &new_session_id(),
+            now_ms(),
+        )
+        .await
+        .map_err(ApiError::store)?;
+    row.map(|r| Json(r.into()))
+        .ok_or_else(|| ApiError::NotFound(format!("no session {key:?} for profile {profile:?}")))
+}

@@ -1,0 +1,306 @@
+//! The thread event log, routing verdicts, sessions and replies: row types and the
+//! [`ContextStore`] trait.
+
+use async_trait::async_trait;
+
+use super::StoreError;
+
+/// An event-log record to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewContextEvent {
+    /// `oc_…`
+    pub chat_id: String,
+    /// `p2p` or `group`.
+    pub chat_type: String,
+    /// The thread's root message id.
+    pub root_msg_id: String,
+    /// `omt_…`, for thread messages.
+    pub thread_id: Option<String>,
+    /// The message.
+    pub message_id: String,
+    /// `topic_root`, `human_message`, `user_request`, `agent_output`, `command`.
+    pub event_type: String,
+    /// `user`, `bot` or `app`.
+    pub actor_type: String,
+    /// The sender's open_id (or app id).
+    pub actor_id: String,
+    /// The recording profile's app id.
+    pub bridge_id: String,
+    /// The recording profile's name.
+    pub bot_profile: String,
+    /// The bot a request targets.
+    pub target_id: Option<String>,
+    /// Its name.
+    pub target_name: Option<String>,
+    /// The session key the record belongs to.
+    pub session_name: Option<String>,
+    /// `chat:…` or `thread:…`.
+    pub history_scope: String,
+    /// Normalized text.
+    pub text: String,
+    /// Non-text facts (message type, mentions, parent id).
+    pub metadata_json: String,
+    /// Unix ms.
+    pub created_at: i64,
+    /// The selector's unit, for item-producing event types.
+    pub item: Option<NewItem>,
+}
+
+/// A context item to write with its event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewItem {
+    /// `topic_root`, `human_message`, `agent_output`.
+    pub item_type: String,
+    /// `human` or `bot`.
+    pub role: String,
+    /// Who said it, as shown to the agent.
+    pub author_label: String,
+    /// Text (already truncated when too long).
+    pub text: String,
+    /// Rough token count.
+    pub token_estimate: i64,
+    /// The text was cut.
+    pub truncated: bool,
+}
+
+/// A routing verdict to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewVerdict {
+    /// Profile.
+    pub profile: String,
+    /// Message.
+    pub message_id: String,
+    /// Chat.
+    pub chat_id: String,
+    /// `ignored`, `observed`, `invoked`.
+    pub verdict: String,
+    /// Stable reason.
+    pub reason: String,
+    /// Session, for invocations.
+    pub session_key: Option<String>,
+    /// Unix ms.
+    pub created_at: i64,
+}
+
+/// A stored verdict.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct VerdictRow {
+    /// Profile.
+    pub profile: String,
+    /// Message.
+    pub message_id: String,
+    /// Chat.
+    pub chat_id: String,
+    /// `ignored`, `observed`, `invoked`.
+    pub verdict: String,
+    /// Stable reason.
+    pub reason: String,
+    /// Session, for invocations.
+    pub session_key: Option<String>,
+    /// The context decision made for the turn, once there is one.
+    pub decision_id: Option<i64>,
+    /// Unix ms.
+    pub created_at: i64,
+}
+
+/// A session mapping to create (or touch, when it exists).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSession {
+    /// Profile.
+    pub profile: String,
+    /// `dm:…`, `group:…`, `group-user:…`, `thread:…`
+    pub session_key: String,
+    /// Used only when the mapping is new.
+    pub session_id: String,
+    /// Chat.
+    pub chat_id: String,
+    /// `p2p` or `group`.
+    pub chat_type: String,
+    /// The user, for `dm:` and `group-user:` keys (and whoever opened the others).
+    pub user_id: Option<String>,
+    /// The thread root, for `thread:` keys.
+    pub root_msg_id: Option<String>,
+    /// The history scope of the message that opened it.
+    pub history_scope: String,
+    /// Unix ms.
+    pub now: i64,
+}
+
+/// A stored session mapping.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SessionRow {
+    /// Profile.
+    pub profile: String,
+    /// Session key.
+    pub session_key: String,
+    /// Agent-side session id; rotates on `/new` and `/reset`.
+    pub session_id: String,
+    /// Chat.
+    pub chat_id: String,
+    /// `p2p` or `group`.
+    pub chat_type: String,
+    /// User.
+    pub user_id: Option<String>,
+    /// Thread root.
+    pub root_msg_id: Option<String>,
+    /// History scope.
+    pub history_scope: String,
+    /// The topic root was injected into this session's first turn.
+    pub topic_root_prompt_delivered: bool,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Unix ms.
+    pub updated_at: i64,
+}
+
+/// Everything one routed message writes, in one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteWrite {
+    /// The verdict (the first one for a message stands).
+    pub verdict: NewVerdict,
+    /// Event-log records (deduplicated per profile, message and type).
+    pub events: Vec<NewContextEvent>,
+    /// The session to create or touch, for invocations.
+    pub session: Option<NewSession>,
+    /// When set, events (and finished inbox rows, verdicts, replies) older than this
+    /// Unix ms are purged in the same transaction.
+    pub purge_before: Option<i64>,
+}
+
+/// A reply to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewOutbound {
+    /// Profile.
+    pub profile: String,
+    /// Chat.
+    pub chat_id: String,
+    /// The message replied to.
+    pub reply_to: Option<String>,
+    /// `command_reply`, `answer`, …
+    pub kind: String,
+    /// Text.
+    pub text: String,
+    /// Unix ms.
+    pub created_at: i64,
+}
+
+/// A recorded reply.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct OutboundRow {
+    /// Row id.
+    pub id: i64,
+    /// Profile.
+    pub profile: String,
+    /// Chat.
+    pub chat_id: String,
+    /// The message replied to.
+    pub reply_to: Option<String>,
+    /// Kind.
+    pub kind: String,
+    /// Text.
+    pub text: String,
+    /// Unix ms.
+    pub created_at: i64,
+}
+
+/// An event-log record with its item, as read.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ContextEventRow {
+    /// Event id (write order).
+    pub id: i64,
+    /// Chat.
+    pub chat_id: String,
+    /// Thread root.
+    pub root_msg_id: String,
+    /// Message.
+    pub message_id: String,
+    /// Event type.
+    pub event_type: String,
+    /// `user`, `bot`, `app`.
+    pub actor_type: String,
+    /// Sender.
+    pub actor_id: String,
+    /// Recording profile.
+    pub bot_profile: String,
+    /// Recording profile's app id.
+    pub bridge_id: String,
+    /// Session key.
+    pub session_name: Option<String>,
+    /// History scope.
+    pub history_scope: String,
+    /// Text ('' once recalled).
+    pub text: String,
+    /// Recalled.
+    pub recalled: bool,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Item id, when the event has one.
+    pub item_id: Option<i64>,
+    /// Item author label.
+    pub author_label: Option<String>,
+    /// Item text.
+    pub item_text: Option<String>,
+}
+
+/// The event log and everything routing writes.
+#[async_trait]
+pub trait ContextStore: Send + Sync + 'static {
+    /// Whether a message was recalled.
+    async fn is_recalled(&self, message_id: &str) -> Result<bool, StoreError>;
+    /// Writes one routed message's records, verdict and session in one transaction;
+    /// returns the session mapping when one was given.
+    async fn apply_route(&self, write: &RouteWrite) -> Result<Option<SessionRow>, StoreError>;
+    /// Records a verdict alone (messages that are ignored before any record).
+    async fn record_verdict(&self, verdict: &NewVerdict) -> Result<(), StoreError>;
+    /// Marks a message recalled everywhere and removes its text from the database
+    /// (event log, items, inbox payload); returns how many event-log records it had.
+    async fn recall(&self, message_id: &str, chat_id: &str, now: i64) -> Result<u64, StoreError>;
+    /// Remembers display names learned from mentions.
+    async fn remember_names(
+        &self,
+        profile: &str,
+        names: &[(String, String)],
+        now: i64,
+    ) -> Result<(), StoreError>;
+    /// A remembered display name.
+    async fn name_of(&self, profile: &str, open_id: &str) -> Result<Option<String>, StoreError>;
+    /// Verdicts for a message, optionally of one profile.
+    async fn verdicts(
+        &self,
+        message_id: &str,
+        profile: Option<&str>,
+    ) -> Result<Vec<VerdictRow>, StoreError>;
+    /// Session mappings, optionally filtered.
+    async fn sessions(
+        &self,
+        profile: Option<&str>,
+        chat_id: Option<&str>,
+    ) -> Result<Vec<SessionRow>, StoreError>;
+    /// One session mapping.
+    async fn session(&self, profile: &str, key: &str) -> Result<Option<SessionRow>, StoreError>;
+    /// Rotates a session's id (clearing `topic_root_prompt_delivered`) and clears the
+    /// pending history of `history_scope`; `None` when there is no such session.
+    async fn reset_session(
+        &self,
+        profile: &str,
+        key: &str,
+        history_scope: &str,
+        new_session_id: &str,
+        now: i64,
+    ) -> Result<Option<SessionRow>, StoreError>;
+    /// Messages observed in a history scope since its watermark (recalled excluded).
+    async fn pending_history_count(&self, profile: &str, scope: &str) -> Result<i64, StoreError>;
+    /// Records a reply.
+    async fn record_outbound(&self, message: &NewOutbound) -> Result<i64, StoreError>;
+    /// The most recent replies of a profile, oldest first.
+    async fn outbound(&self, profile: &str, limit: i64) -> Result<Vec<OutboundRow>, StoreError>;
+    /// A thread's event log as one profile recorded it, in write order.
+    async fn thread_events(
+        &self,
+        profile: &str,
+        chat_id: &str,
+        root_msg_id: &str,
+    ) -> Result<Vec<ContextEventRow>, StoreError>;
+    /// Every event-log record of a message, all profiles.
+    async fn message_events(&self, message_id: &str) -> Result<Vec<ContextEventRow>, StoreError>;
+}
