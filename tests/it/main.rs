@@ -2,10 +2,12 @@
 //! the real Postgres, with callbacks built by the real crypto.
 
 mod cli;
+mod commands;
 mod errors;
 mod inbox;
 mod operating;
 mod outage;
+mod routing;
 mod shutdown;
 mod store_conformance;
 mod support;

@@ -231,3 +231,115 @@ both_backends!(
     concurrent_claimers_never_share_an_event,
     concurrent_claimers
 );
+
+fn context_event(message_id: &str, event_type: &str, created_at: i64) -> store::NewContextEvent {
+    store::NewContextEvent {
+        chat_id: "oc_1".into(),
+        chat_type: "group".into(),
+        root_msg_id: "om_root".into(),
+        thread_id: None,
+        message_id: message_id.into(),
+        event_type: event_type.into(),
+        actor_type: "user".into(),
+        actor_id: "ou_a".into(),
+        bridge_id: "cli_a".into(),
+        bot_profile: "a".into(),
+        target_id: None,
+        target_name: None,
+        session_name: None,
+        history_scope: "chat:oc_1".into(),
+        text: format!("text of {message_id}"),
+        metadata_json: "{}".into(),
+        created_at,
+        item: (event_type != "user_request").then(|| store::NewItem {
+            item_type: event_type.into(),
+            role: "human".into(),
+            author_label: "Alice".into(),
+            text: format!("text of {message_id}"),
+            token_estimate: 3,
+            truncated: false,
+        }),
+    }
+}
+
+fn write(
+    events: Vec<store::NewContextEvent>,
+    message_id: &str,
+    purge_before: Option<i64>,
+) -> store::RouteWrite {
+    store::RouteWrite {
+        verdict: store::NewVerdict {
+            profile: "a".into(),
+            message_id: message_id.into(),
+            chat_id: "oc_1".into(),
+            verdict: "observed".into(),
+            reason: "no_mention".into(),
+            session_key: None,
+            created_at: 10,
+        },
+        events,
+        session: None,
+        purge_before,
+    }
+}
+
+async fn event_log_dedup_and_retention(db: TestDb) {
+    let s = open(&db).await;
+    s.apply_route(&write(
+        vec![context_event("om_old", "human_message", 1_000)],
+        "om_old",
+        None,
+    ))
+    .await
+    .expect("write");
+    // The same message recorded twice (at-least-once processing) stays one record; a
+    // second type for the same message is its own record.
+    s.apply_route(&write(
+        vec![context_event("om_new", "topic_root", 9_000)],
+        "om_new",
+        None,
+    ))
+    .await
+    .expect("write");
+    s.apply_route(&write(
+        vec![
+            context_event("om_new", "topic_root", 9_000),
+            context_event("om_new", "user_request", 9_000),
+        ],
+        "om_new",
+        None,
+    ))
+    .await
+    .expect("write");
+    assert_eq!(db.count("thread_context_events").await, 3);
+    assert_eq!(
+        db.count("thread_context_items").await,
+        2,
+        "user_request never becomes an item"
+    );
+    assert_eq!(
+        db.count("routing_verdicts").await,
+        2,
+        "the first verdict stands"
+    );
+
+    // Retention: purged as events are written, items with them.
+    s.apply_route(&write(
+        vec![context_event("om_newer", "human_message", 10_000)],
+        "om_newer",
+        Some(5_000),
+    ))
+    .await
+    .expect("write");
+    let left = s
+        .thread_events("a", "oc_1", "om_root")
+        .await
+        .expect("events");
+    let ids: Vec<_> = left.iter().map(|e| e.message_id.as_str()).collect();
+    assert_eq!(ids, ["om_new", "om_new", "om_newer"]);
+    assert_eq!(db.count("thread_context_items").await, 2, "no orphan items");
+}
+both_backends!(
+    event_log_deduplicates_per_message_and_type_and_purges_old_events,
+    event_log_dedup_and_retention
+);

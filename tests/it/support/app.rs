@@ -175,6 +175,77 @@ impl TestApp {
         }
     }
 
+    /// Delivers a message to `profile` and waits until the worker has processed it.
+    pub async fn route_as(
+        &mut self,
+        profile: &str,
+        signer: &super::Signer,
+        msg: &super::feishu::Msg,
+    ) {
+        let a = self.post(profile, "event", &signer.deliver(msg)).await;
+        assert_eq!(a.status, 200, "{}", a.text);
+        let id = format!("ev-{}", msg.message_id);
+        let row = self
+            .state
+            .store
+            .inbox_event(profile, &id)
+            .await
+            .expect("store answers");
+        if row.is_some_and(|r| matches!(r.status.as_str(), "done" | "failed")) {
+            return;
+        }
+        loop {
+            let p = self.processed(&id).await;
+            if p.profile == profile {
+                break;
+            }
+        }
+    }
+
+    /// Delivers a message to the default profile and waits until it is processed.
+    pub async fn route(&mut self, msg: &super::feishu::Msg) {
+        self.route_as("planner", &super::Signer::default(), msg)
+            .await;
+    }
+
+    /// The verdict of `message_id` for `profile`: (verdict, reason).
+    pub async fn verdict(&self, profile: &str, message_id: &str) -> (String, String) {
+        let a = self
+            .get(&format!("/explain/message/{message_id}?profile={profile}"))
+            .await;
+        assert_eq!(a.status, 200, "{}", a.text);
+        let v = &a.json["verdicts"][0];
+        (
+            v["verdict"].as_str().unwrap_or_default().into(),
+            v["reason"].as_str().unwrap_or_default().into(),
+        )
+    }
+
+    /// Event types recorded for a message by `profile`, in write order.
+    pub async fn recorded(&self, profile: &str, message_id: &str) -> Vec<String> {
+        let rows = self
+            .state
+            .store
+            .message_events(message_id)
+            .await
+            .expect("store answers");
+        rows.into_iter()
+            .filter(|r| r.bot_profile == profile)
+            .map(|r| r.event_type)
+            .collect()
+    }
+
+    /// Text of the latest reply recorded for `profile`.
+    pub async fn last_reply(&self, profile: &str) -> String {
+        let rows = self
+            .state
+            .store
+            .outbound(profile, 1)
+            .await
+            .expect("store answers");
+        rows.last().map(|r| r.text.clone()).unwrap_or_default()
+    }
+
     /// Waits for the worker to report on `event_id` (bounded, event-driven: no sleeps).
     pub async fn processed(&mut self, event_id: &str) -> Processed {
         let wait = async {

@@ -112,20 +112,24 @@ impl TestDb {
 
     /// Counts the rows of a table, straight from the database.
     pub async fn count(&self, table: &str) -> i64 {
-        let q = format!("SELECT COUNT(*) FROM {table}");
+        self.scalar(&format!("SELECT COUNT(*) FROM {table}")).await
+    }
+
+    /// Runs a query returning one integer, straight on the database.
+    pub async fn scalar(&self, q: &str) -> i64 {
         match self.kind {
             Kind::Sqlite => {
                 let mut c = sqlx::SqliteConnection::connect(&self.url)
                     .await
                     .expect("connect");
-                sqlx::query_scalar(&q)
+                sqlx::query_scalar(q)
                     .fetch_one(&mut c)
                     .await
                     .expect("count")
             }
             Kind::Postgres => {
                 let mut c = PgConnection::connect(&self.url).await.expect("connect");
-                sqlx::query_scalar(&q)
+                sqlx::query_scalar(q)
                     .fetch_one(&mut c)
                     .await
                     .expect("count")

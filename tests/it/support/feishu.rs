@@ -161,3 +161,160 @@ pub fn message_event(message_id: &str, text: &str) -> Value {
         }
     })
 }
+
+/// A message as Feishu delivers it in `im.message.receive_v1`, built up step by step.
+#[derive(Debug, Clone)]
+pub struct Msg {
+    /// `om_…`
+    pub message_id: String,
+    /// `oc_…`
+    pub chat_id: String,
+    /// `group` or `p2p`.
+    pub chat_type: String,
+    /// Sender open_id.
+    pub sender: String,
+    /// `user`, `bot` or `app`.
+    pub sender_type: String,
+    /// `text`, `post`, `image`, …
+    pub message_type: String,
+    /// The content object (serialised into the content string).
+    pub content: Value,
+    /// `mentions[]`.
+    pub mentions: Vec<Value>,
+    /// Thread root.
+    pub root_id: Option<String>,
+    /// Thread id.
+    pub thread_id: Option<String>,
+    /// Quoted message.
+    pub parent_id: Option<String>,
+}
+
+impl Msg {
+    /// A plain group text message from Alice, mentioning nobody.
+    pub fn group(message_id: &str, text: &str) -> Self {
+        Self {
+            message_id: message_id.into(),
+            chat_id: "oc_group".into(),
+            chat_type: "group".into(),
+            sender: "ou_alice".into(),
+            sender_type: "user".into(),
+            message_type: "text".into(),
+            content: json!({ "text": text }),
+            mentions: Vec::new(),
+            root_id: None,
+            thread_id: None,
+            parent_id: None,
+        }
+    }
+
+    /// A private chat message from Alice.
+    pub fn dm(message_id: &str, text: &str) -> Self {
+        Self {
+            chat_id: "oc_dm_alice".into(),
+            chat_type: "p2p".into(),
+            ..Self::group(message_id, text)
+        }
+    }
+
+    /// Prefixes the text with an @ of `open_id` (named `name`).
+    pub fn mentioning(mut self, open_id: &str, name: &str) -> Self {
+        let key = format!("@_user_{}", self.mentions.len() + 1);
+        let text = self.content["text"].as_str().unwrap_or_default();
+        self.content = json!({ "text": format!("{key} {text}") });
+        self.mentions.push(json!({
+            "key": key, "id": {"open_id": open_id, "union_id": format!("on_{open_id}"), "user_id": ""},
+            "name": name, "mentioned_type": "user", "tenant_key": "tenant_test"
+        }));
+        self
+    }
+
+    /// Prefixes the text with an @ of this test's bot.
+    pub fn at_bot(self) -> Self {
+        self.mentioning(BOT_OPEN_ID, "Planner")
+    }
+
+    /// Sent by someone else.
+    pub fn by(mut self, open_id: &str) -> Self {
+        self.sender = open_id.into();
+        self
+    }
+
+    /// Sent by an app (a bot); `open_id` is how this app sees it.
+    pub fn by_app(mut self, open_id: &str) -> Self {
+        self.sender = open_id.into();
+        self.sender_type = "app".into();
+        self
+    }
+
+    /// In chat `chat_id`.
+    pub fn in_chat(mut self, chat_id: &str) -> Self {
+        self.chat_id = chat_id.into();
+        self
+    }
+
+    /// A reply inside the thread rooted at `root`.
+    pub fn in_thread(mut self, root: &str) -> Self {
+        self.root_id = Some(root.into());
+        self.thread_id = Some(format!("omt_{root}"));
+        self
+    }
+
+    /// A quote-reply to `parent` in the main chat (no thread).
+    pub fn quoting(mut self, parent: &str) -> Self {
+        self.root_id = Some(parent.into());
+        self.parent_id = Some(parent.into());
+        self
+    }
+
+    /// Another content type.
+    pub fn typed(mut self, message_type: &str, content: Value) -> Self {
+        self.message_type = message_type.into();
+        self.content = content;
+        self
+    }
+
+    /// The `event` object.
+    pub fn event(&self) -> Value {
+        json!({
+            "sender": {
+                "sender_id": {"union_id": format!("on_{}", self.sender), "user_id": "", "open_id": self.sender},
+                "sender_type": self.sender_type,
+                "tenant_key": "tenant_test"
+            },
+            "message": {
+                "message_id": self.message_id,
+                "root_id": self.root_id,
+                "parent_id": self.parent_id,
+                "thread_id": self.thread_id,
+                "create_time": (now_secs() * 1000).to_string(),
+                "chat_id": self.chat_id,
+                "chat_type": self.chat_type,
+                "message_type": self.message_type,
+                "content": self.content.to_string(),
+                "mentions": self.mentions,
+            }
+        })
+    }
+}
+
+impl Signer {
+    /// The signed callback carrying `msg` (event id `ev-<message_id>`).
+    pub fn deliver(&self, msg: &Msg) -> Request {
+        self.request(&self.envelope(
+            &format!("ev-{}", msg.message_id),
+            "im.message.receive_v1",
+            msg.event(),
+        ))
+    }
+
+    /// The signed recall callback for a message.
+    pub fn recall(&self, message_id: &str, chat_id: &str) -> Request {
+        let event = json!({"message_id": message_id, "chat_id": chat_id,
+                           "recall_time": (now_secs() * 1000).to_string(), "recall_type": "message_owner"});
+        self.request(&self.envelope(
+            &format!("ev-recall-{message_id}"),
+            "im.message.recalled_v1",
+            event,
+        ))
+    }
+}

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod db;
+pub mod fake_feishu;
 pub mod feishu;
 pub mod proxy;
 

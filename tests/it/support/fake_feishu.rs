@@ -1,0 +1,83 @@
+//! A fake Feishu Open API on 127.0.0.1:0 (the real one is outside our control): it
+//! serves what the bridge calls and counts the calls.
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicUsize, Ordering},
+};
+
+use axum::{
+    Json, Router,
+    extract::State,
+    http::HeaderMap,
+    routing::{get, post},
+};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+/// What the fake knows and has seen.
+#[derive(Default)]
+pub struct FakeState {
+    /// Accepted app secret.
+    pub app_secret: String,
+    /// The bot's open_id it reports.
+    pub bot_open_id: String,
+    /// Token requests seen.
+    pub token_requests: AtomicUsize,
+    /// Bot info requests seen.
+    pub bot_info_requests: AtomicUsize,
+}
+
+/// The running fake.
+pub struct FakeFeishu {
+    /// Base URL for `api_base`.
+    pub base: String,
+    /// Its state.
+    pub state: Arc<FakeState>,
+}
+
+const TOKEN: &str = "t-fake-tenant-token";
+
+impl FakeFeishu {
+    /// Starts the fake.
+    pub async fn start(app_secret: &str, bot_open_id: &str) -> Self {
+        let state = Arc::new(FakeState {
+            app_secret: app_secret.into(),
+            bot_open_id: bot_open_id.into(),
+            ..FakeState::default()
+        });
+        let app = Router::new()
+            .route(
+                "/open-apis/auth/v3/tenant_access_token/internal",
+                post(token),
+            )
+            .route("/open-apis/bot/v3/info", get(bot_info))
+            .with_state(state.clone());
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { base, state }
+    }
+}
+
+async fn token(State(s): State<Arc<FakeState>>, Json(body): Json<Value>) -> Json<Value> {
+    s.token_requests.fetch_add(1, Ordering::SeqCst);
+    if body["app_secret"] != s.app_secret {
+        return Json(json!({"code": 10014, "msg": "app secret invalid"}));
+    }
+    Json(json!({"code": 0, "msg": "ok", "tenant_access_token": TOKEN, "expire": 7200}))
+}
+
+async fn bot_info(State(s): State<Arc<FakeState>>, headers: HeaderMap) -> Json<Value> {
+    s.bot_info_requests.fetch_add(1, Ordering::SeqCst);
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if auth != format!("Bearer {TOKEN}") {
+        return Json(json!({"code": 99991663, "msg": "invalid access token"}));
+    }
+    Json(
+        json!({"code": 0, "msg": "ok", "bot": {"activate_status": 2, "app_name": "Planner", "open_id": s.bot_open_id}}),
+    )
+}
