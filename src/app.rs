@@ -21,6 +21,7 @@ use crate::{
     session_queue::SessionQueues,
     store::{self, Store},
     telemetry::Metrics,
+    turns::TurnRunner,
 };
 
 /// One profile's callback credentials, with the AES key derived once at start.
@@ -71,6 +72,8 @@ pub struct App {
     pub identities: Arc<Identities>,
     /// Per-session serial execution.
     pub queues: SessionQueues,
+    /// Each profile's Open API client.
+    pub clients: HashMap<String, Arc<FeishuClient>>,
 }
 
 impl std::fmt::Debug for dyn Store {
@@ -106,21 +109,14 @@ impl Bridge {
             .with_context(|| format!("cannot open database {}", config.database.redacted_url()))?;
         store.migrate().await.context("database migration failed")?;
         let bridge = Self::with_store(config, store);
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .context("HTTP client")?;
-        let clients: HashMap<String, Arc<FeishuClient>> = bridge
-            .state
-            .config
-            .profiles
-            .iter()
-            .map(|p| (p.name.clone(), Arc::new(FeishuClient::new(http.clone(), p))))
-            .collect();
         bridge
             .state
             .identities
-            .resolve(&bridge.state.config, &clients, bridge.worker_stop.clone())
+            .resolve(
+                &bridge.state.config,
+                &bridge.state.clients,
+                bridge.worker_stop.clone(),
+            )
             .await;
         Ok(bridge)
     }
@@ -147,13 +143,30 @@ impl Bridge {
         let identities = Arc::new(Identities::default());
         let queues = SessionQueues::new();
         let outbound: Arc<dyn Outbound> = Arc::new(RecordingOutbound::new(store.clone()));
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap_or_default();
+        let clients: HashMap<String, Arc<FeishuClient>> = config
+            .profiles
+            .iter()
+            .map(|p| (p.name.clone(), Arc::new(FeishuClient::new(http.clone(), p))))
+            .collect();
         if config.worker.enabled {
+            let turns = TurnRunner::new(
+                config.clone(),
+                store.clone(),
+                identities.clone(),
+                clients.clone(),
+                outbound.clone(),
+            );
             let pipeline = Pipeline::new(
                 config.clone(),
                 store.clone(),
                 identities.clone(),
                 queues.clone(),
                 outbound,
+                Arc::new(turns),
             );
             let worker = Worker {
                 store: store.clone(),
@@ -181,6 +194,7 @@ impl Bridge {
             processed,
             identities,
             queues,
+            clients,
         };
         Self {
             state: AppState(Arc::new(app)),

@@ -38,4 +38,59 @@ pub enum Command {
     },
     /// Print the OpenAPI document (YAML).
     Openapi,
+    /// Explain a context decision, reading the database directly (works while the
+    /// server is down).
+    Explain {
+        /// The thread's root message id.
+        root_msg_id: String,
+        /// Profile (default: the first configured profile).
+        #[arg(long)]
+        profile: Option<String>,
+        /// The request message (default: the latest decision in the thread).
+        #[arg(long)]
+        message_id: Option<String>,
+        /// A specific decision.
+        #[arg(long)]
+        decision_id: Option<i64>,
+        /// Show the full thread context and prompt preview.
+        #[arg(long)]
+        verbose: bool,
+        /// Print JSON (the REST shape) instead of the report.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sign, encrypt and post realistic Feishu events to a running bridge, then print
+    /// the explain report of what happened.
+    Simulate {
+        /// Bridge base URL (default: from the config's listen address).
+        #[arg(long)]
+        url: Option<String>,
+        /// A scenario file of `[[step]]` tables, run in order.
+        #[arg(long, conflicts_with = "text")]
+        scenario: Option<PathBuf>,
+        /// Message text; `@<profile>` mentions that profile's bot.
+        #[arg(long)]
+        text: Option<String>,
+        /// Deliver only to this profile (default: every profile, as in a group).
+        #[arg(long)]
+        profile: Option<String>,
+        /// Chat id.
+        #[arg(long)]
+        chat: Option<String>,
+        /// Thread root: post the message as a reply in that thread.
+        #[arg(long)]
+        root: Option<String>,
+        /// Sender open_id.
+        #[arg(long)]
+        sender: Option<String>,
+        /// Message id (default: generated).
+        #[arg(long)]
+        message_id: Option<String>,
+        /// A private chat with the profile instead of a group message.
+        #[arg(long)]
+        dm: bool,
+        /// Verbose explain report (thread context and prompt).
+        #[arg(long)]
+        verbose: bool,
+    },
 }

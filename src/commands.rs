@@ -104,6 +104,7 @@ pub async fn execute(
             text,
         })
         .await
+        .map(|_| ())
         .map_err(|e| match e {
             crate::outbound::OutboundError::Store(s) => ProcessError::Store(s),
         })

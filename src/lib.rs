@@ -7,11 +7,13 @@
 //! ([`session_queue`]); replies leave through [`outbound`]. [`config`], [`identity`],
 //! [`feishu_api`], [`telemetry`] and [`app`] hold it together.
 
+pub mod agent;
 pub mod app;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod context;
+pub mod explain;
 pub mod feishu_api;
 pub mod http;
 pub mod identity;
@@ -21,8 +23,10 @@ pub mod outbound;
 pub mod protocol;
 pub mod routing;
 pub mod session_queue;
+pub mod simulate;
 pub mod store;
 pub mod telemetry;
+pub mod turns;
 pub mod util;
 
 pub use app::{App, AppState, Bridge};

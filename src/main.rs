@@ -6,7 +6,7 @@ use clap::Parser;
 use feishu_bridge::{
     app,
     cli::{Cli, Command},
-    config, http, ops, telemetry,
+    config, http, ops, simulate, telemetry,
 };
 
 #[tokio::main]
@@ -47,6 +47,64 @@ async fn main() -> ExitCode {
             Ok(())
         }
         Command::Migrate => ops::migrate(&config).await.map(|msg| println!("{msg}")),
+        Command::Explain {
+            root_msg_id,
+            profile,
+            message_id,
+            decision_id,
+            verbose,
+            json,
+        } => {
+            let profile = profile
+                .or_else(|| config.profiles.first().map(|p| p.name.clone()))
+                .unwrap_or_default();
+            let q = feishu_bridge::explain::Query {
+                profile: &profile,
+                root_msg_id: &root_msg_id,
+                message_id: message_id.as_deref(),
+                decision_id,
+                verbose,
+            };
+            ops::explain(&config, q, json)
+                .await
+                .map(|report| print!("{report}"))
+        }
+        Command::Simulate {
+            url,
+            scenario,
+            text,
+            profile,
+            chat,
+            root,
+            sender,
+            message_id,
+            dm,
+            verbose,
+        } => {
+            let target = simulate::Target {
+                url: url.unwrap_or_else(|| simulate::default_url(&config)),
+                config: &config,
+                verbose,
+            };
+            let result = match (scenario, text) {
+                (Some(path), _) => simulate::run_scenario(&target, &path).await,
+                (None, Some(text)) => {
+                    let step = simulate::Step {
+                        id: message_id,
+                        chat,
+                        root,
+                        sender,
+                        sender_type: None,
+                        dm,
+                        text,
+                        to: profile.into_iter().collect(),
+                    };
+                    simulate::deliver(&target, &step).await
+                }
+                (None, None) => Err(anyhow::anyhow!("give --text or --scenario")),
+            };
+            result.map(|out| print!("{out}"))
+        }
         Command::Serve => {
             telemetry::init_logging(config.server.log_format);
             app::run(config).await

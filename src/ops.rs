@@ -66,3 +66,37 @@ pub async fn healthcheck(url: &str, timeout: Duration) -> anyhow::Result<()> {
     anyhow::ensure!(status.is_success(), "{url} answered {status}");
     Ok(())
 }
+
+/// The `explain` CLI: opens the database named by the config, reads the decision.
+pub async fn explain(
+    config: &Config,
+    q: crate::explain::Query<'_>,
+    json: bool,
+) -> anyhow::Result<String> {
+    anyhow::ensure!(
+        config.profiles.iter().any(|p| p.name == q.profile),
+        "no profile named {:?} in the config",
+        q.profile
+    );
+    let store = store::open(&config.database)
+        .await
+        .with_context(|| format!("cannot open database {}", config.database.redacted_url()))?;
+    let found = crate::explain::load(store.as_ref(), &q)
+        .await
+        .context("cannot read the decision")?;
+    let Some(e) = found else {
+        anyhow::bail!(
+            "no context decision for root {} and profile {}{}",
+            q.root_msg_id,
+            q.profile,
+            q.message_id
+                .map(|m| format!(" and message {m}"))
+                .unwrap_or_default()
+        );
+    };
+    if json {
+        Ok(serde_json::to_string_pretty(&e)? + "\n")
+    } else {
+        Ok(crate::context::explain::render_text(&e))
+    }
+}

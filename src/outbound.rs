@@ -38,8 +38,9 @@ pub enum OutboundError {
 /// Where replies go.
 #[async_trait]
 pub trait Outbound: Send + Sync {
-    /// Sends (or records) one reply.
-    async fn send(&self, reply: Reply) -> Result<(), OutboundError>;
+    /// Sends (or records) one reply; returns the sent message's id (`rec_<n>` when it
+    /// was only recorded).
+    async fn send(&self, reply: Reply) -> Result<String, OutboundError>;
 }
 
 /// Records replies in `outbound_messages` and logs that it did (without the text).
@@ -56,7 +57,7 @@ impl RecordingOutbound {
 
 #[async_trait]
 impl Outbound for RecordingOutbound {
-    async fn send(&self, reply: Reply) -> Result<(), OutboundError> {
+    async fn send(&self, reply: Reply) -> Result<String, OutboundError> {
         let id = self
             .store
             .record_outbound(&NewOutbound {
@@ -69,6 +70,6 @@ impl Outbound for RecordingOutbound {
             })
             .await?;
         tracing::info!(profile = %reply.profile, chat_id = %reply.chat_id, reply_to = ?reply.reply_to, kind = reply.kind, outbound_id = id, "reply recorded");
-        Ok(())
+        Ok(format!("rec_{id}"))
     }
 }

@@ -287,6 +287,15 @@ pub struct Profile {
     /// Users who may invoke; empty = everyone.
     #[serde(default)]
     pub allow_users: Vec<String>,
+    /// Overrides `context.shared_thread_enabled` for this profile.
+    #[serde(default)]
+    pub shared_thread_enabled: Option<bool>,
+    /// Overrides `context.topic_root_enabled` for this profile.
+    #[serde(default)]
+    pub topic_root_enabled: Option<bool>,
+    /// Overrides `context.group_chat_history_share` for this profile.
+    #[serde(default)]
+    pub group_chat_history_share: Option<bool>,
     /// Agent backend.
     #[serde(default)]
     pub agent: AgentConfig,

@@ -158,3 +158,140 @@ impl FeishuClient {
             .ok_or_else(|| ApiError::Shape("no bot.open_id".into()))
     }
 }
+
+/// A message read back through the Open API, normalized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedMessage {
+    /// Plain text (mentions resolved, this bot's removed).
+    pub text: String,
+    /// `user` or `app`.
+    pub sender_type: String,
+    /// Sender id.
+    pub sender_id: String,
+}
+
+#[derive(Deserialize)]
+struct GetAnswer {
+    code: i64,
+    #[serde(default)]
+    msg: String,
+    #[serde(default)]
+    data: Option<GetData>,
+}
+
+#[derive(Deserialize)]
+struct GetData {
+    #[serde(default)]
+    items: Vec<GetItem>,
+}
+
+#[derive(Deserialize)]
+struct GetItem {
+    #[serde(default)]
+    msg_type: String,
+    #[serde(default)]
+    deleted: bool,
+    #[serde(default)]
+    body: Option<GetBody>,
+    #[serde(default)]
+    sender: Option<GetSender>,
+    #[serde(default)]
+    mentions: Vec<GetMention>,
+}
+
+#[derive(Deserialize)]
+struct GetBody {
+    #[serde(default)]
+    content: String,
+}
+
+#[derive(Deserialize)]
+struct GetSender {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    sender_type: String,
+}
+
+/// In GET answers a mention's `id` is a plain string (with `id_type`).
+#[derive(Deserialize)]
+struct GetMention {
+    key: String,
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    name: String,
+}
+
+/// Codes that mean "that message is not there for you" rather than a failure.
+const GONE: [i64; 3] = [230011, 230002, 230001];
+
+impl FeishuClient {
+    /// Reads one message (`GET /open-apis/im/v1/messages/{id}`); `None` when it was
+    /// recalled, deleted, or is not visible to the bot.
+    pub async fn get_message(
+        &self,
+        message_id: &str,
+        bot_open_id: Option<&str>,
+    ) -> Result<Option<FetchedMessage>, ApiError> {
+        let token = self.tenant_token().await?;
+        let answer: GetAnswer = self
+            .http
+            .get(format!(
+                "{}/open-apis/im/v1/messages/{message_id}",
+                self.base
+            ))
+            .query(&[
+                ("user_id_type", "open_id"),
+                ("card_msg_content_type", "user_card_content"),
+            ])
+            .bearer_auth(token.expose_secret())
+            .send()
+            .await
+            .map_err(|e| ApiError::Transport(e.without_url().to_string()))?
+            .json()
+            .await
+            .map_err(|e| ApiError::Shape(e.without_url().to_string()))?;
+        if GONE.contains(&answer.code) {
+            return Ok(None);
+        }
+        if answer.code != 0 {
+            return Err(ApiError::Api {
+                code: answer.code,
+                msg: answer.msg,
+            });
+        }
+        let Some(item) = answer.data.and_then(|d| d.items.into_iter().next()) else {
+            return Ok(None);
+        };
+        if item.deleted {
+            return Ok(None);
+        }
+        let mentions: Vec<crate::protocol::events::Mention> = item
+            .mentions
+            .into_iter()
+            .map(|m| crate::protocol::events::Mention {
+                key: m.key,
+                id: crate::protocol::events::UserIds {
+                    open_id: Some(m.id),
+                    union_id: None,
+                    user_id: None,
+                },
+                name: m.name,
+                mentioned_type: None,
+            })
+            .collect();
+        let content = item.body.map(|b| b.content).unwrap_or_default();
+        let normalized =
+            crate::protocol::content::normalize(&item.msg_type, &content, &mentions, bot_open_id);
+        let sender = item.sender.unwrap_or(GetSender {
+            id: String::new(),
+            sender_type: String::new(),
+        });
+        Ok(Some(FetchedMessage {
+            text: normalized.text,
+            sender_type: sender.sender_type,
+            sender_id: sender.id,
+        }))
+    }
+}

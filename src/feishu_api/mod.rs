@@ -3,4 +3,4 @@
 
 mod client;
 
-pub use client::{ApiError, FeishuClient};
+pub use client::{ApiError, FeishuClient, FetchedMessage};

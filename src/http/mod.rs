@@ -4,6 +4,7 @@
 mod auth;
 mod error;
 mod explain;
+mod explain_root;
 mod health;
 mod metrics;
 pub mod openapi;

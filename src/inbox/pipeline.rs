@@ -22,6 +22,7 @@ use crate::{
     routing::{self, Inbound, Place, Sender, Verdict},
     session_queue::SessionQueues,
     store::{InboxEvent, NewSession, NewVerdict, RouteWrite, Store, StoreError},
+    turns::{TurnJob, TurnRunner},
     util::now_ms,
 };
 
@@ -46,6 +47,7 @@ pub struct Pipeline {
     identities: Arc<Identities>,
     queues: SessionQueues,
     outbound: Arc<dyn Outbound>,
+    turns: Arc<TurnRunner>,
     last_purge: Mutex<Option<Instant>>,
 }
 
@@ -63,6 +65,7 @@ impl Pipeline {
         identities: Arc<Identities>,
         queues: SessionQueues,
         outbound: Arc<dyn Outbound>,
+        turns: Arc<TurnRunner>,
     ) -> Self {
         Self {
             config,
@@ -70,6 +73,7 @@ impl Pipeline {
             identities,
             queues,
             outbound,
+            turns,
             last_purge: Mutex::new(None),
         }
     }
@@ -165,7 +169,7 @@ impl Pipeline {
             .workspaces
             .iter()
             .find(|w| w.chat_id == msg.chat_id);
-        let route = routing::route(&Inbound {
+        let mut route = routing::route(&Inbound {
             profile,
             bot_open_id: bot.as_deref(),
             workspace,
@@ -173,6 +177,20 @@ impl Pipeline {
             sender: sender.clone(),
             content: &content,
         });
+        // An empty @ is a task only when there is a topic root to work on.
+        let topic_root_on = profile
+            .topic_root_enabled
+            .unwrap_or(self.config.context.topic_root_enabled);
+        if route.verdict == Verdict::Invoked
+            && route.command.is_none()
+            && content.text.trim().is_empty()
+            && (place.is_dm || place.is_root() || !topic_root_on)
+        {
+            route.verdict = Verdict::Ignored;
+            route.reason = "empty_request";
+            route.session_key = None;
+            route.records.retain(|r| *r == routing::Record::TopicRoot);
+        }
         let actor_id = ids.open_id.clone().unwrap_or_default();
         let author_label = self
             .author_label(profile_name, &sender, &actor_id, bot.as_deref())
@@ -245,15 +263,25 @@ impl Pipeline {
                 commands::execute(&self.store, &self.queues, self.outbound.as_ref(), &call).await
             }
             None => {
-                let key = session.session_key.clone();
-                let message_id = msg.message_id.clone();
+                let job = TurnJob {
+                    profile: profile_name.to_string(),
+                    app_id: profile.app_id.clone(),
+                    session_key: session.session_key.clone(),
+                    chat_id: msg.chat_id.clone(),
+                    chat_type: msg.chat_type.clone(),
+                    is_dm: place.is_dm,
+                    root_msg_id: place.root_msg_id.clone(),
+                    thread_id: msg.thread_id.clone(),
+                    message_id: msg.message_id.clone(),
+                    parent_id: msg.parent_id.clone(),
+                    request_text: content.text.clone(),
+                    history_scope,
+                    workspace_mode: route.mode,
+                };
+                let turns = self.turns.clone();
                 self.queues.submit(
-                    &key,
-                    Box::new(move |_cancel| {
-                        Box::pin(async move {
-                            tracing::info!(%message_id, "turn due (no turn runner yet)");
-                        })
-                    }),
+                    &session.session_key,
+                    Box::new(move |cancel| Box::pin(async move { turns.run(job, cancel).await })),
                 );
                 Ok(())
             }

@@ -304,3 +304,173 @@ pub trait ContextStore: Send + Sync + 'static {
     /// Every event-log record of a message, all profiles.
     async fn message_events(&self, message_id: &str) -> Result<Vec<ContextEventRow>, StoreError>;
 }
+
+/// A context item offered to the selector, as read.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct CandidateRow {
+    /// Item id.
+    pub item_id: i64,
+    /// Event id.
+    pub event_id: i64,
+    /// Item type.
+    pub item_type: String,
+    /// Recording profile.
+    pub bot_profile: String,
+    /// Its app id.
+    pub bridge_id: String,
+    /// Source message.
+    pub message_id: String,
+    /// Source label.
+    pub author_label: String,
+    /// Text.
+    pub text: String,
+    /// Cut at record time.
+    pub truncated: bool,
+    /// Recalled.
+    pub recalled: bool,
+}
+
+/// A context decision to record.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NewDecision {
+    /// Chat.
+    pub chat_id: String,
+    /// Thread root.
+    pub root_msg_id: String,
+    /// Request message.
+    pub message_id: String,
+    /// Profile's app id.
+    pub bridge_id: String,
+    /// Profile.
+    pub bot_profile: String,
+    /// This bot's open_id.
+    pub target_id: Option<String>,
+    /// `shared`, `owner_only`, `dm`.
+    pub workspace_mode: String,
+    /// Context mode(s) used.
+    pub mode: String,
+    /// Session key.
+    pub session_key: String,
+    /// Session id at the time.
+    pub session_id: String,
+    /// Request text.
+    pub request_text: String,
+    /// Rendered injected context.
+    pub thread_context: String,
+    /// Selected item ids, JSON array.
+    pub selected_item_ids_json: String,
+    /// Selected items with sources and previews, JSON array.
+    pub selected_json: String,
+    /// Excluded items with reasons, JSON array.
+    pub excluded_json: String,
+    /// The prompt.
+    pub prompt_preview: String,
+    /// Diagnostics, JSON object.
+    pub diagnostics_json: String,
+    /// `,om_a,om_b,`
+    pub source_message_ids: String,
+    /// Unix ms.
+    pub created_at: i64,
+}
+
+/// A recorded decision.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct DecisionRow {
+    /// Decision id.
+    pub id: i64,
+    /// Chat.
+    pub chat_id: String,
+    /// Thread root.
+    pub root_msg_id: String,
+    /// Request message.
+    pub message_id: String,
+    /// Profile's app id.
+    pub bridge_id: String,
+    /// Profile.
+    pub bot_profile: String,
+    /// This bot's open_id.
+    pub target_id: Option<String>,
+    /// `shared`, `owner_only`, `dm`.
+    pub workspace_mode: String,
+    /// Context mode(s).
+    pub mode: String,
+    /// Session key.
+    pub session_key: String,
+    /// Session id.
+    pub session_id: String,
+    /// Request text.
+    pub request_text: String,
+    /// Rendered context.
+    pub thread_context: String,
+    /// JSON.
+    pub selected_item_ids_json: String,
+    /// JSON.
+    pub selected_json: String,
+    /// JSON.
+    pub excluded_json: String,
+    /// Prompt.
+    pub prompt_preview: String,
+    /// JSON.
+    pub diagnostics_json: String,
+    /// Unix ms.
+    pub created_at: i64,
+}
+
+/// What the selector reads and the turn runner writes.
+#[async_trait]
+pub trait DecisionStore: Send + Sync + 'static {
+    /// The newest `window` items of a thread that this profile may consider: its own
+    /// topic-root and discussion records and every profile's agent outputs.
+    async fn thread_candidates(
+        &self,
+        profile: &str,
+        chat_id: &str,
+        root_msg_id: &str,
+        window: i64,
+    ) -> Result<Vec<CandidateRow>, StoreError>;
+    /// The newest `cap` items observed in a history scope after its watermark.
+    async fn pending_candidates(
+        &self,
+        profile: &str,
+        scope: &str,
+        cap: i64,
+    ) -> Result<Vec<CandidateRow>, StoreError>;
+    /// Moves the scope's watermark up to `up_to_event_id` (never down).
+    async fn consume_history(
+        &self,
+        profile: &str,
+        scope: &str,
+        up_to_event_id: i64,
+        now: i64,
+    ) -> Result<(), StoreError>;
+    /// The recorded topic root of a thread (this profile's record first), not recalled:
+    /// (text, author label).
+    async fn topic_root(
+        &self,
+        profile: &str,
+        chat_id: &str,
+        root_msg_id: &str,
+    ) -> Result<Option<(String, String)>, StoreError>;
+    /// A recorded message's text (for quoted replies), not recalled: (text, label).
+    async fn message_text(&self, message_id: &str) -> Result<Option<(String, String)>, StoreError>;
+    /// Records a decision and links it from the request's verdict.
+    async fn record_decision(&self, d: &NewDecision) -> Result<i64, StoreError>;
+    /// One decision.
+    async fn decision(&self, id: i64) -> Result<Option<DecisionRow>, StoreError>;
+    /// The latest decision of a profile in a thread (for one request message, if given).
+    async fn latest_decision(
+        &self,
+        profile: &str,
+        root_msg_id: &str,
+        message_id: Option<&str>,
+    ) -> Result<Option<DecisionRow>, StoreError>;
+    /// Writes event-log records without a verdict (agent outputs).
+    async fn record_events(&self, events: &[NewContextEvent]) -> Result<(), StoreError>;
+    /// Sets `topic_root_prompt_delivered`, if the session still has this id.
+    async fn mark_topic_root_delivered(
+        &self,
+        profile: &str,
+        key: &str,
+        session_id: &str,
+    ) -> Result<bool, StoreError>;
+}

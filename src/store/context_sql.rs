@@ -61,12 +61,15 @@ WHERE bot_profile = $1 AND history_scope = $2 AND recalled = FALSE
   AND id > COALESCE((SELECT last_event_id FROM history_watermarks
                      WHERE profile = $1 AND history_scope = $2), 0)";
 
-pub(crate) const RECALL: [&str; 4] = [
+pub(crate) const RECALL: [&str; 5] = [
     "INSERT INTO recalled_messages (message_id, chat_id, recalled_at) VALUES ($1, $2, $3) \
      ON CONFLICT DO NOTHING",
     "UPDATE thread_context_items SET text = '' \
      WHERE event_id IN (SELECT id FROM thread_context_events WHERE message_id = $1)",
     "UPDATE inbox_events SET payload = '{}' WHERE message_id = $1",
+    "UPDATE thread_context_decisions SET request_text = '', thread_context = '', selected_json = '[]', \
+     prompt_preview = '[removed: a message in this decision was recalled]' \
+     WHERE source_message_ids LIKE '%,' || $1 || ',%'",
     "UPDATE thread_context_events SET text = '', metadata_json = '{}', recalled = TRUE \
      WHERE message_id = $1",
 ];
@@ -92,6 +95,49 @@ pub(crate) fn select_events(where_clause: &str) -> String {
          LEFT JOIN thread_context_items i ON i.event_id = e.id WHERE {where_clause} ORDER BY e.id"
     )
 }
+
+/// Inserts event-log records (and their items) inside an open transaction; a record that
+/// already exists (same profile, message and type) is skipped with its item.
+macro_rules! insert_events {
+    ($tx:expr, $events:expr) => {
+        for e in $events {
+            let id: Option<i64> = sqlx::query_scalar($crate::store::context_sql::INSERT_EVENT)
+                .bind(&e.chat_id)
+                .bind(&e.chat_type)
+                .bind(&e.root_msg_id)
+                .bind(&e.thread_id)
+                .bind(&e.message_id)
+                .bind(&e.event_type)
+                .bind(&e.actor_type)
+                .bind(&e.actor_id)
+                .bind(&e.bridge_id)
+                .bind(&e.bot_profile)
+                .bind(&e.target_id)
+                .bind(&e.target_name)
+                .bind(&e.session_name)
+                .bind(&e.history_scope)
+                .bind(&e.text)
+                .bind(&e.metadata_json)
+                .bind(e.created_at)
+                .fetch_optional($tx)
+                .await?;
+            if let (Some(id), Some(item)) = (id, &e.item) {
+                sqlx::query($crate::store::context_sql::INSERT_ITEM)
+                    .bind(id)
+                    .bind(&item.item_type)
+                    .bind(&item.role)
+                    .bind(&item.author_label)
+                    .bind(&item.text)
+                    .bind(item.token_estimate)
+                    .bind(item.truncated)
+                    .bind(e.created_at)
+                    .execute($tx)
+                    .await?;
+            }
+        }
+    };
+}
+pub(crate) use insert_events;
 
 /// Implements [`super::ContextStore`] for a backend type with `pool` and `timeout`
 /// fields (see `impl_inbox_store!` for why this is a macro).
@@ -122,41 +168,7 @@ macro_rules! impl_context_store {
                             sqlx::query(q).bind(cutoff).execute(&mut *tx).await?;
                         }
                     }
-                    for e in &w.events {
-                        let id: Option<i64> = sqlx::query_scalar(sql::INSERT_EVENT)
-                            .bind(&e.chat_id)
-                            .bind(&e.chat_type)
-                            .bind(&e.root_msg_id)
-                            .bind(&e.thread_id)
-                            .bind(&e.message_id)
-                            .bind(&e.event_type)
-                            .bind(&e.actor_type)
-                            .bind(&e.actor_id)
-                            .bind(&e.bridge_id)
-                            .bind(&e.bot_profile)
-                            .bind(&e.target_id)
-                            .bind(&e.target_name)
-                            .bind(&e.session_name)
-                            .bind(&e.history_scope)
-                            .bind(&e.text)
-                            .bind(&e.metadata_json)
-                            .bind(e.created_at)
-                            .fetch_optional(&mut *tx)
-                            .await?;
-                        if let (Some(id), Some(item)) = (id, &e.item) {
-                            sqlx::query(sql::INSERT_ITEM)
-                                .bind(id)
-                                .bind(&item.item_type)
-                                .bind(&item.role)
-                                .bind(&item.author_label)
-                                .bind(&item.text)
-                                .bind(item.token_estimate)
-                                .bind(item.truncated)
-                                .bind(e.created_at)
-                                .execute(&mut *tx)
-                                .await?;
-                        }
-                    }
+                    $crate::store::context_sql::insert_events!(&mut *tx, &w.events);
                     let v = &w.verdict;
                     sqlx::query(sql::INSERT_VERDICT)
                         .bind(&v.profile)
@@ -226,10 +238,10 @@ macro_rules! impl_context_store {
                         .bind(now)
                         .execute(&mut *tx)
                         .await?;
-                    for q in &sql::RECALL[1..3] {
+                    for q in &sql::RECALL[1..4] {
                         sqlx::query(q).bind(message_id).execute(&mut *tx).await?;
                     }
-                    let done = sqlx::query(sql::RECALL[3]).bind(message_id).execute(&mut *tx).await?;
+                    let done = sqlx::query(sql::RECALL[4]).bind(message_id).execute(&mut *tx).await?;
                     tx.commit().await?;
                     Ok(done.rows_affected())
                 })

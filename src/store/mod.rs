@@ -8,6 +8,7 @@
 
 mod context;
 pub(crate) mod context_sql;
+pub(crate) mod decision_sql;
 pub(crate) mod inbox_sql;
 mod postgres;
 mod sqlite;
@@ -16,8 +17,9 @@ use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 pub use context::{
-    ContextEventRow, ContextStore, NewContextEvent, NewItem, NewOutbound, NewSession, NewVerdict,
-    OutboundRow, RouteWrite, SessionRow, VerdictRow,
+    CandidateRow, ContextEventRow, ContextStore, DecisionRow, DecisionStore, NewContextEvent,
+    NewDecision, NewItem, NewOutbound, NewSession, NewVerdict, OutboundRow, RouteWrite, SessionRow,
+    VerdictRow,
 };
 pub use postgres::PgStore;
 use secrecy::ExposeSecret;
@@ -206,9 +208,9 @@ pub enum StoreError {
 }
 
 /// Everything the service persists: both backends implement each part.
-pub trait Store: InboxStore + ContextStore {}
+pub trait Store: InboxStore + ContextStore + DecisionStore {}
 
-impl<T: InboxStore + ContextStore> Store for T {}
+impl<T: InboxStore + ContextStore + DecisionStore> Store for T {}
 
 /// The durable inbox, plus connection-level operations.
 #[async_trait]

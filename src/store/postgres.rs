@@ -65,3 +65,4 @@ super::inbox_sql::impl_inbox_store!(
 );
 
 super::context_sql::impl_context_store!(PgStore);
+super::decision_sql::impl_decision_store!(PgStore);

@@ -57,3 +57,4 @@ super::inbox_sql::impl_inbox_store!(
 );
 
 super::context_sql::impl_context_store!(SqliteStore);
+super::decision_sql::impl_decision_store!(SqliteStore);

@@ -1,0 +1,192 @@
+//! The explanation of one context decision: the JSON shape of `GET /explain/{root}` and
+//! the readable report that endpoint (with `Accept: text/plain`) and the `explain` CLI
+//! print.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::selector::Excluded;
+
+/// One selected item as explained.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SelectedItem {
+    /// Item id.
+    pub item_id: i64,
+    /// `topic_root`, `human_message`, `agent_output`, `quoted_reply`.
+    pub item_type: String,
+    /// Source.
+    pub author_label: String,
+    /// Characters injected.
+    pub chars: usize,
+    /// The first characters.
+    pub preview: String,
+    /// Cut to `max_agent_output_chars` (or the quoted-reply budget).
+    pub truncated: bool,
+}
+
+/// An excluded item as explained.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ExcludedItem {
+    /// Item id.
+    pub item_id: i64,
+    /// Item type.
+    pub item_type: String,
+    /// `limit`, `chars`, `own_output`, `same_turn_request`, `recalled`, `mode`,
+    /// `other_profile`, `command`, `in_thread_context`.
+    pub reason: String,
+}
+
+impl From<Excluded> for ExcludedItem {
+    fn from(e: Excluded) -> Self {
+        Self {
+            item_id: e.item_id,
+            item_type: e.item_type,
+            reason: e.reason,
+        }
+    }
+}
+
+/// One decision, explained.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Explanation {
+    /// Decision id.
+    pub decision_id: i64,
+    /// Profile.
+    pub profile: String,
+    /// The profile's app id.
+    pub bridge_id: String,
+    /// Thread root.
+    pub root_msg_id: String,
+    /// The request message.
+    pub message_id: String,
+    /// `thread_context`, `pending_history`, `thread_context+pending_history`, or `none`.
+    pub mode: String,
+    /// `shared`, `owner_only`, or `dm`.
+    pub workspace_mode: String,
+    /// Session.
+    pub session_key: String,
+    /// The request text.
+    pub request_text: String,
+    /// Characters of injected context (thread, history, topic root, quote).
+    pub context_chars: usize,
+    /// Characters of the whole prompt.
+    pub prompt_chars: usize,
+    /// Selected items, oldest first.
+    pub selected: Vec<SelectedItem>,
+    /// Excluded items with reasons.
+    pub excluded: Vec<ExcludedItem>,
+    /// Counts, budgets, which budget cut, topic-root and quote handling.
+    #[schema(value_type = Object)]
+    pub diagnostics: serde_json::Value,
+    /// Unix ms.
+    pub created_at: i64,
+    /// The injected context as rendered (`verbose`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_context: Option<String>,
+    /// The prompt as submitted (`verbose`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_preview: Option<String>,
+}
+
+/// A preview of at most `n` characters, on one line.
+pub fn preview(text: &str, n: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .collect();
+    if flat.chars().count() <= n {
+        flat
+    } else {
+        let mut p: String = flat.chars().take(n.saturating_sub(1)).collect();
+        p.push('…');
+        p
+    }
+}
+
+/// The readable report.
+pub fn render_text(e: &Explanation) -> String {
+    let mut out = String::new();
+    let mut line = |s: String| {
+        out.push_str(&s);
+        out.push('\n');
+    };
+    line(format!("decision     {}", e.decision_id));
+    line(format!(
+        "profile      {} (bridge {})",
+        e.profile, e.bridge_id
+    ));
+    line(format!("root_msg_id  {}", e.root_msg_id));
+    line(format!("message_id   {}", e.message_id));
+    line(format!("mode         {} ({})", e.mode, e.workspace_mode));
+    line(format!("session      {}", e.session_key));
+    line(format!("request      {}", preview(&e.request_text, 100)));
+    line(format!(
+        "context      {} chars    prompt {} chars",
+        e.context_chars, e.prompt_chars
+    ));
+    line(String::new());
+    line(format!("selected ({})", e.selected.len()));
+    if !e.selected.is_empty() {
+        line(format!(
+            "  {:<8} {:<16} {:<24} {:>6}  {}",
+            "item", "type", "source", "chars", "preview"
+        ));
+        for s in &e.selected {
+            let mark = if s.truncated { " [truncated]" } else { "" };
+            line(format!(
+                "  {:<8} {:<16} {:<24} {:>6}  {}{mark}",
+                s.item_id,
+                s.item_type,
+                preview(&s.author_label, 24),
+                s.chars,
+                preview(&s.preview, 60)
+            ));
+        }
+    }
+    line(format!("excluded ({})", e.excluded.len()));
+    for x in &e.excluded {
+        line(format!(
+            "  {:<8} {:<16} {}",
+            x.item_id, x.item_type, x.reason
+        ));
+    }
+    let d = &e.diagnostics;
+    line(format!(
+        "diagnostics  candidates={} eligible={} selected={} chars {}→{} limit={} max_chars={} cut_by={}",
+        d["thread"]["candidates"],
+        d["thread"]["eligible"],
+        d["thread"]["selected"],
+        d["thread"]["chars_before"],
+        d["thread"]["chars_after"],
+        d["thread"]["limit"],
+        d["thread"]["max_chars"],
+        d["thread"]["cut_by"].as_str().unwrap_or("-")
+    ));
+    line(format!(
+        "topic root   {}    quoted reply {}",
+        d["topic_root"].as_str().unwrap_or("-"),
+        d["quoted_reply"].as_str().unwrap_or("-")
+    ));
+    if let Some(tc) = &e.thread_context {
+        line(String::new());
+        line("thread context:".into());
+        line(tc.clone());
+    }
+    if let Some(p) = &e.prompt_preview {
+        line(String::new());
+        line("prompt preview:".into());
+        line(p.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn previews_are_one_line_and_bounded() {
+        assert_eq!(preview("a\nb", 10), "a b");
+        assert_eq!(preview("abcdef", 4), "abc…");
+    }
+}

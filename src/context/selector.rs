@@ -1,0 +1,425 @@
+//! The deterministic selector: which recorded items a turn sees, and why the others do
+//! not. Pure: the store feeds it candidates, it returns a [`Selection`].
+//!
+//! Thread context mode:
+//! * a command carries no context;
+//! * the turn's own request never comes back (a root that *is* the request is excluded);
+//! * `shared`: the topic root, the discussion, and other profiles' agent outputs under the
+//!   same root; `owner_only`: other profiles' agent outputs and this profile's topic root;
+//! * never this bridge's own outputs;
+//! * oldest → newest, then the oldest are trimmed until both the item limit and the
+//!   character budget hold;
+//! * agent outputs over `max_agent_output_chars` carry the truncated text and a flag.
+//!
+//! Pending-history mode: what this profile observed in the history scope since the last
+//! accepted turn, in arrival order with senders, at most 50 (oldest dropped).
+
+use serde::Serialize;
+
+use crate::config::WorkspaceMode;
+
+/// A recorded item the selector may pick.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// Item id.
+    pub item_id: i64,
+    /// Its event id (write order).
+    pub event_id: i64,
+    /// `topic_root`, `human_message`, `agent_output`.
+    pub item_type: String,
+    /// Recording profile.
+    pub bot_profile: String,
+    /// Recording profile's app id.
+    pub bridge_id: String,
+    /// The message it came from.
+    pub message_id: String,
+    /// Shown source.
+    pub author_label: String,
+    /// Text.
+    pub text: String,
+    /// Cut at record time.
+    pub truncated: bool,
+    /// Recalled since.
+    pub recalled: bool,
+}
+
+/// What the selection is for.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    /// This profile's app id: its own outputs never come back.
+    pub bridge_id: &'a str,
+    /// This profile's name.
+    pub profile: &'a str,
+    /// Workspace mode (`shared` outside configured workspaces).
+    pub mode: WorkspaceMode,
+    /// The request message: its own records never come back.
+    pub message_id: &'a str,
+    /// The request is a command.
+    pub is_command: bool,
+    /// Item budget.
+    pub limit: usize,
+    /// Character budget.
+    pub max_chars: usize,
+    /// Longest agent output injected as is.
+    pub max_agent_output_chars: usize,
+}
+
+/// One selected item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Selected {
+    /// Item id.
+    pub item_id: i64,
+    /// Item type.
+    pub item_type: String,
+    /// Source label.
+    pub author_label: String,
+    /// Text as injected.
+    pub text: String,
+    /// The text was cut.
+    pub truncated: bool,
+}
+
+/// One candidate that was not selected, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Excluded {
+    /// Item id.
+    pub item_id: i64,
+    /// Item type.
+    pub item_type: String,
+    /// `limit`, `chars`, `own_output`, `same_turn_request`, `recalled`, `mode`, `command`.
+    pub reason: String,
+}
+
+/// Counts and budgets of one selection.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Diagnostics {
+    /// Candidates looked at.
+    pub candidates: usize,
+    /// Eligible before trimming.
+    pub eligible: usize,
+    /// Selected.
+    pub selected: usize,
+    /// Characters of the eligible items.
+    pub chars_before: usize,
+    /// Characters of the selected items.
+    pub chars_after: usize,
+    /// Item budget.
+    pub limit: usize,
+    /// Character budget.
+    pub max_chars: usize,
+    /// Which budget cut: `limit`, `chars`, `limit+chars`, or none.
+    pub cut_by: Option<String>,
+    /// Items whose text was cut to `max_agent_output_chars`.
+    pub truncated: usize,
+}
+
+/// The result.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Selection {
+    /// Selected, oldest first.
+    pub selected: Vec<Selected>,
+    /// Not selected, with reasons.
+    pub excluded: Vec<Excluded>,
+    /// Counts.
+    pub diagnostics: Diagnostics,
+}
+
+/// The marker appended to cut text.
+pub const TRUNCATION_MARKER: &str = "…[truncated]";
+
+/// Cuts `text` to at most `max` characters including the marker.
+pub fn truncate(text: &str, max: usize) -> (String, bool) {
+    if text.chars().count() <= max {
+        return (text.to_string(), false);
+    }
+    let keep = max.saturating_sub(TRUNCATION_MARKER.chars().count());
+    let mut out: String = text.chars().take(keep).collect();
+    out.push_str(TRUNCATION_MARKER);
+    (out, true)
+}
+
+/// Selects the thread context for a turn from `candidates` (any order).
+pub fn select_thread(req: &Request<'_>, mut candidates: Vec<Candidate>) -> Selection {
+    candidates.sort_by_key(|c| c.event_id);
+    let mut excluded = Vec::new();
+    let mut eligible = Vec::new();
+    for c in &candidates {
+        let reason = if req.is_command {
+            Some("command")
+        } else if c.recalled {
+            Some("recalled")
+        } else if c.message_id == req.message_id {
+            Some("same_turn_request")
+        } else if c.item_type == "agent_output" && c.bridge_id == req.bridge_id {
+            Some("own_output")
+        } else if c.item_type != "agent_output" && c.bot_profile != req.profile {
+            // Another bot's record of the discussion: this bot relies on its own view.
+            Some("other_profile")
+        } else if req.mode == WorkspaceMode::OwnerOnly && c.item_type == "human_message" {
+            Some("mode")
+        } else {
+            None
+        };
+        match reason {
+            Some(r) => excluded.push(exclusion(c, r)),
+            None => eligible.push(c),
+        }
+    }
+    let mut diagnostics = Diagnostics {
+        candidates: candidates.len(),
+        eligible: eligible.len(),
+        limit: req.limit,
+        max_chars: req.max_chars,
+        ..Diagnostics::default()
+    };
+    let mut picked: Vec<Selected> = eligible
+        .iter()
+        .map(|c| {
+            let (text, cut) = if c.item_type == "agent_output" {
+                truncate(&c.text, req.max_agent_output_chars)
+            } else {
+                (c.text.clone(), false)
+            };
+            Selected {
+                item_id: c.item_id,
+                item_type: c.item_type.clone(),
+                author_label: c.author_label.clone(),
+                text,
+                truncated: cut || c.truncated,
+            }
+        })
+        .collect();
+    diagnostics.truncated = picked.iter().filter(|s| s.truncated).count();
+    diagnostics.chars_before = picked.iter().map(|s| s.text.chars().count()).sum();
+
+    // Trim from the oldest side: first the item limit, then the character budget.
+    let mut cut = Vec::new();
+    if picked.len() > req.limit {
+        let over = picked.len() - req.limit;
+        excluded.extend(picked.drain(..over).map(|s| dropped(&s, "limit")));
+        cut.push("limit");
+    }
+    let mut chars: usize = picked.iter().map(|s| s.text.chars().count()).sum();
+    let mut cut_chars = false;
+    while chars > req.max_chars && !picked.is_empty() {
+        let s = picked.remove(0);
+        chars -= s.text.chars().count();
+        excluded.push(dropped(&s, "chars"));
+        cut_chars = true;
+    }
+    if cut_chars {
+        cut.push("chars");
+    }
+    diagnostics.cut_by = (!cut.is_empty()).then(|| cut.join("+"));
+    diagnostics.selected = picked.len();
+    diagnostics.chars_after = chars;
+    Selection {
+        selected: picked,
+        excluded,
+        diagnostics,
+    }
+}
+
+/// Most pending-history messages per scope.
+pub const PENDING_CAP: usize = 50;
+
+/// Selects pending history: `candidates` are the scope's observed messages after the
+/// watermark (any order); the newest [`PENDING_CAP`] are kept in arrival order.
+pub fn select_pending(
+    req: &Request<'_>,
+    mut candidates: Vec<Candidate>,
+    skip_items: &[i64],
+) -> Selection {
+    candidates.sort_by_key(|c| c.event_id);
+    let mut excluded = Vec::new();
+    let mut kept = Vec::new();
+    for c in &candidates {
+        let reason = if req.is_command {
+            Some("command")
+        } else if c.recalled {
+            Some("recalled")
+        } else if c.message_id == req.message_id {
+            Some("same_turn_request")
+        } else if skip_items.contains(&c.item_id) {
+            Some("in_thread_context")
+        } else {
+            None
+        };
+        match reason {
+            Some(r) => excluded.push(exclusion(c, r)),
+            None => kept.push(Selected {
+                item_id: c.item_id,
+                item_type: c.item_type.clone(),
+                author_label: c.author_label.clone(),
+                text: c.text.clone(),
+                truncated: false,
+            }),
+        }
+    }
+    let eligible = kept.len();
+    let chars_before = kept.iter().map(|s| s.text.chars().count()).sum();
+    let mut cut_by = None;
+    if kept.len() > PENDING_CAP {
+        let over = kept.len() - PENDING_CAP;
+        excluded.extend(kept.drain(..over).map(|s| dropped(&s, "limit")));
+        cut_by = Some("limit".to_string());
+    }
+    let chars_after = kept.iter().map(|s| s.text.chars().count()).sum();
+    Selection {
+        diagnostics: Diagnostics {
+            candidates: candidates.len(),
+            eligible,
+            selected: kept.len(),
+            chars_before,
+            chars_after,
+            limit: PENDING_CAP,
+            max_chars: 0,
+            cut_by,
+            truncated: 0,
+        },
+        selected: kept,
+        excluded,
+    }
+}
+
+fn exclusion(c: &Candidate, reason: &str) -> Excluded {
+    Excluded {
+        item_id: c.item_id,
+        item_type: c.item_type.clone(),
+        reason: reason.into(),
+    }
+}
+
+fn dropped(s: &Selected, reason: &str) -> Excluded {
+    Excluded {
+        item_id: s.item_id,
+        item_type: s.item_type.clone(),
+        reason: reason.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(id: i64, item_type: &str, profile: &str, text: &str) -> Candidate {
+        Candidate {
+            item_id: id,
+            event_id: id,
+            item_type: item_type.into(),
+            bot_profile: profile.into(),
+            bridge_id: format!("cli_{profile}"),
+            message_id: format!("om_{id}"),
+            author_label: profile.into(),
+            text: text.into(),
+            truncated: false,
+            recalled: false,
+        }
+    }
+
+    fn req(mode: WorkspaceMode) -> Request<'static> {
+        Request {
+            bridge_id: "cli_coder",
+            profile: "coder",
+            mode,
+            message_id: "om_req",
+            is_command: false,
+            limit: 20,
+            max_chars: 24_000,
+            max_agent_output_chars: 20_000,
+        }
+    }
+
+    fn ids(s: &Selection) -> Vec<i64> {
+        s.selected.iter().map(|x| x.item_id).collect()
+    }
+
+    #[test]
+    fn shared_mode_takes_root_discussion_and_other_bots_outputs_old_to_new() {
+        let c = vec![
+            cand(4, "agent_output", "coder", "my own earlier answer"),
+            cand(1, "topic_root", "coder", "root"),
+            cand(3, "agent_output", "planner", "plan"),
+            cand(2, "human_message", "coder", "talk"),
+            cand(5, "human_message", "planner", "planner's copy of talk"),
+        ];
+        let s = select_thread(&req(WorkspaceMode::Shared), c);
+        assert_eq!(ids(&s), [1, 2, 3]);
+        let reasons: Vec<_> = s
+            .excluded
+            .iter()
+            .map(|e| (e.item_id, e.reason.as_str()))
+            .collect();
+        assert_eq!(reasons, [(4, "own_output"), (5, "other_profile")]);
+    }
+
+    #[test]
+    fn owner_only_drops_discussion() {
+        let c = vec![
+            cand(1, "topic_root", "coder", "root"),
+            cand(2, "human_message", "coder", "talk"),
+            cand(3, "agent_output", "planner", "plan"),
+        ];
+        let s = select_thread(&req(WorkspaceMode::OwnerOnly), c);
+        assert_eq!(ids(&s), [1, 3]);
+        assert_eq!(s.excluded[0].reason, "mode");
+    }
+
+    #[test]
+    fn trimming_cuts_the_oldest_for_items_then_chars_and_is_stable() {
+        let c: Vec<_> = (1..=6)
+            .map(|i| cand(i, "human_message", "coder", "0123456789"))
+            .collect();
+        let mut r = req(WorkspaceMode::Shared);
+        r.limit = 4;
+        r.max_chars = 25;
+        let a = select_thread(&r, c.clone());
+        let mut reversed = c;
+        reversed.reverse();
+        let b = select_thread(&r, reversed);
+        assert_eq!(a, b, "input order does not matter");
+        assert_eq!(ids(&a), [5, 6]);
+        assert_eq!(a.diagnostics.cut_by.as_deref(), Some("limit+chars"));
+        assert_eq!(
+            (a.diagnostics.chars_before, a.diagnostics.chars_after),
+            (60, 20)
+        );
+    }
+
+    #[test]
+    fn long_agent_outputs_are_truncated_and_flagged() {
+        let mut r = req(WorkspaceMode::Shared);
+        r.max_agent_output_chars = 20;
+        let s = select_thread(
+            &r,
+            vec![cand(1, "agent_output", "planner", &"x".repeat(50))],
+        );
+        assert!(s.selected[0].truncated);
+        assert_eq!(s.selected[0].text.chars().count(), 20);
+        assert!(s.selected[0].text.ends_with(TRUNCATION_MARKER));
+    }
+
+    #[test]
+    fn commands_and_the_request_itself_carry_nothing() {
+        let mut r = req(WorkspaceMode::Shared);
+        let mut root = cand(1, "topic_root", "coder", "root is the request");
+        root.message_id = "om_req".into();
+        let s = select_thread(&r, vec![root.clone()]);
+        assert_eq!(s.excluded[0].reason, "same_turn_request");
+        r.is_command = true;
+        let s = select_thread(&r, vec![cand(2, "human_message", "coder", "x")]);
+        assert!(s.selected.is_empty());
+        assert_eq!(s.excluded[0].reason, "command");
+    }
+
+    #[test]
+    fn pending_history_keeps_the_newest_fifty_in_order() {
+        let c: Vec<_> = (1..=55)
+            .map(|i| cand(i, "human_message", "coder", "m"))
+            .collect();
+        let s = select_pending(&req(WorkspaceMode::Shared), c, &[]);
+        assert_eq!(s.selected.len(), 50);
+        assert_eq!(s.selected[0].item_id, 6);
+        assert_eq!(s.excluded.len(), 5);
+    }
+}

@@ -1,0 +1,68 @@
+//! Loading an explanation: the store's decision row turned into the
+//! [`crate::context::explain::Explanation`] that `GET /explain/{root}` and the `explain`
+//! CLI show. Shared, so the server and the CLI (which reads the database directly and
+//! works while the server is down) print the same thing.
+
+use crate::{
+    context::explain::{ExcludedItem, Explanation, SelectedItem},
+    store::{DecisionRow, Store, StoreError},
+};
+
+/// Which decision to explain.
+#[derive(Debug, Clone, Default)]
+pub struct Query<'a> {
+    /// Profile.
+    pub profile: &'a str,
+    /// Thread root.
+    pub root_msg_id: &'a str,
+    /// A specific request message (its latest decision).
+    pub message_id: Option<&'a str>,
+    /// A specific decision.
+    pub decision_id: Option<i64>,
+    /// Include the thread context and the prompt.
+    pub verbose: bool,
+}
+
+/// Finds and explains a decision; `None` when there is none.
+pub async fn load(store: &dyn Store, q: &Query<'_>) -> Result<Option<Explanation>, StoreError> {
+    let row = match q.decision_id {
+        Some(id) => store
+            .decision(id)
+            .await?
+            .filter(|d| d.bot_profile == q.profile && d.root_msg_id == q.root_msg_id),
+        None => {
+            store
+                .latest_decision(q.profile, q.root_msg_id, q.message_id)
+                .await?
+        }
+    };
+    Ok(row.map(|r| explain(r, q.verbose)))
+}
+
+/// One row, explained.
+pub fn explain(r: DecisionRow, verbose: bool) -> Explanation {
+    let selected: Vec<SelectedItem> = serde_json::from_str(&r.selected_json).unwrap_or_default();
+    let excluded: Vec<ExcludedItem> = serde_json::from_str(&r.excluded_json).unwrap_or_default();
+    let diagnostics: serde_json::Value =
+        serde_json::from_str(&r.diagnostics_json).unwrap_or_default();
+    let context_chars = diagnostics["context_chars"].as_u64().unwrap_or_default() as usize;
+    Explanation {
+        decision_id: r.id,
+        profile: r.bot_profile,
+        bridge_id: r.bridge_id,
+        root_msg_id: r.root_msg_id,
+        message_id: r.message_id,
+        mode: r.mode,
+        workspace_mode: r.workspace_mode,
+        session_key: r.session_key,
+        request_text: r.request_text,
+        context_chars,
+        prompt_chars: r.prompt_preview.chars().count(),
+        selected,
+        excluded,
+        diagnostics,
+        created_at: r.created_at,
+        thread_context: verbose.then_some(r.thread_context),
+        prompt_preview: verbose.then_some(r.prompt_preview),
+    }
+}

@@ -1,0 +1,270 @@
+//! Gathering a turn's context from the store (and, when needed, the Open API), then
+//! handing it to the pure selector and prompt assembly.
+
+use serde_json::json;
+
+use super::runner::{TurnJob, TurnRunner};
+use crate::{
+    config::WorkspaceMode,
+    context::{
+        explain::{SelectedItem, preview},
+        prompt::{self, PromptParts},
+        selector::{self, Candidate, Request, Selected, Selection},
+    },
+    store::{CandidateRow, StoreError},
+};
+
+/// Everything the prompt of one turn is made of, with the record of why.
+#[derive(Debug, Default)]
+pub(super) struct Gathered {
+    pub thread: Selection,
+    pub history: Selection,
+    pub history_up_to: Option<i64>,
+    pub topic_root: Option<String>,
+    /// `injected`, `delivered_before`, `is_request`, `disabled`, `unavailable`, `dm`.
+    pub topic_root_status: &'static str,
+    pub quoted: Option<(String, bool)>,
+    /// `none`, `injected`, `truncated`, `unreadable`.
+    pub quoted_status: &'static str,
+    pub source_message_ids: Vec<String>,
+}
+
+impl Gathered {
+    /// The mode string recorded in the decision.
+    pub fn mode(&self, thread_on: bool, history_on: bool) -> String {
+        match (thread_on, history_on) {
+            (true, true) => "thread_context+pending_history".into(),
+            (true, false) => "thread_context".into(),
+            (false, true) => "pending_history".into(),
+            (false, false) => "none".into(),
+        }
+    }
+
+    /// The prompt.
+    pub fn prompt(&self, request: &str) -> String {
+        prompt::assemble(&PromptParts {
+            request,
+            topic_root: self.topic_root.as_deref(),
+            thread: &self.thread.selected,
+            history: &self.history.selected,
+            quoted: self.quoted.as_ref().map(|(t, _)| t.as_str()),
+        })
+    }
+
+    /// The injected context as one text (what explain shows as `thread_context`).
+    pub fn rendered_context(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some((q, _)) = &self.quoted {
+            parts.push(format!("quoted reply: {q}"));
+        }
+        if let Some(r) = &self.topic_root {
+            parts.push(format!("topic root: {r}"));
+        }
+        for s in self.thread.selected.iter().chain(&self.history.selected) {
+            parts.push(format!("{}: {}", s.author_label, s.text));
+        }
+        parts.join("\n")
+    }
+
+    /// Characters of everything injected besides the request.
+    pub fn context_chars(&self) -> usize {
+        let items: usize = self
+            .thread
+            .selected
+            .iter()
+            .chain(&self.history.selected)
+            .map(|s| s.text.chars().count())
+            .sum();
+        items
+            + self.topic_root.as_ref().map_or(0, |r| r.chars().count())
+            + self.quoted.as_ref().map_or(0, |(q, _)| q.chars().count())
+    }
+
+    /// Selected items for the explain record, quoted reply and topic root included.
+    pub fn selected_items(&self) -> Vec<SelectedItem> {
+        let mut out = Vec::new();
+        let item = |s: &Selected| SelectedItem {
+            item_id: s.item_id,
+            item_type: s.item_type.clone(),
+            author_label: s.author_label.clone(),
+            chars: s.text.chars().count(),
+            preview: preview(&s.text, 80),
+            truncated: s.truncated,
+        };
+        if let Some((q, cut)) = &self.quoted {
+            out.push(SelectedItem {
+                item_id: 0,
+                item_type: "quoted_reply".into(),
+                author_label: "quoted message".into(),
+                chars: q.chars().count(),
+                preview: preview(q, 80),
+                truncated: *cut,
+            });
+        }
+        if let Some(r) = &self.topic_root {
+            out.push(SelectedItem {
+                item_id: 0,
+                item_type: "topic_root_block".into(),
+                author_label: "topic root".into(),
+                chars: r.chars().count(),
+                preview: preview(r, 80),
+                truncated: false,
+            });
+        }
+        out.extend(self.thread.selected.iter().map(item));
+        out.extend(self.history.selected.iter().map(item));
+        out
+    }
+
+    /// Diagnostics for the decision.
+    pub fn diagnostics(&self) -> serde_json::Value {
+        json!({
+            "thread": self.thread.diagnostics,
+            "pending_history": self.history.diagnostics,
+            "topic_root": self.topic_root_status,
+            "quoted_reply": self.quoted_status,
+            "context_chars": self.context_chars(),
+        })
+    }
+}
+
+fn candidate(r: CandidateRow) -> Candidate {
+    Candidate {
+        item_id: r.item_id,
+        event_id: r.event_id,
+        item_type: r.item_type,
+        bot_profile: r.bot_profile,
+        bridge_id: r.bridge_id,
+        message_id: r.message_id,
+        author_label: r.author_label,
+        text: r.text,
+        truncated: r.truncated,
+        recalled: r.recalled,
+    }
+}
+
+impl TurnRunner {
+    /// Reads and selects everything the turn's prompt is made of.
+    pub(super) async fn gather(
+        &self,
+        job: &TurnJob,
+        delivered: bool,
+        thread_on: bool,
+        history_on: bool,
+    ) -> Result<Gathered, StoreError> {
+        let mut g = Gathered {
+            topic_root_status: "disabled",
+            quoted_status: "none",
+            ..Gathered::default()
+        };
+        let limit = self.thread_limit(&job.chat_id);
+        let req = Request {
+            bridge_id: &job.app_id,
+            profile: &job.profile,
+            mode: job.workspace_mode.unwrap_or(WorkspaceMode::Shared),
+            message_id: &job.message_id,
+            is_command: false,
+            limit,
+            max_chars: self.config.context.max_context_chars,
+            max_agent_output_chars: self.config.context.max_agent_output_chars,
+        };
+
+        // Topic root: once per session, in a group thread, unless the root is the request.
+        if job.is_dm {
+            g.topic_root_status = "dm";
+        } else if self.topic_root_enabled(&job.profile) {
+            g.topic_root_status = if job.message_id == job.root_msg_id {
+                "is_request"
+            } else if delivered {
+                "delivered_before"
+            } else {
+                match self.root_text(job).await? {
+                    Some(text) => {
+                        g.topic_root = Some(text);
+                        g.source_message_ids.push(job.root_msg_id.clone());
+                        "injected"
+                    }
+                    None => "unavailable",
+                }
+            };
+        }
+
+        if thread_on {
+            let window = i64::try_from(limit * 2 + 32).unwrap_or(i64::MAX);
+            let rows = self
+                .store
+                .thread_candidates(&job.profile, &job.chat_id, &job.root_msg_id, window)
+                .await?;
+            let mut candidates: Vec<Candidate> = rows.into_iter().map(candidate).collect();
+            // The root already has its own block: not again as a thread item.
+            if g.topic_root.is_some() {
+                candidates
+                    .retain(|c| !(c.item_type == "topic_root" && c.message_id == job.root_msg_id));
+            }
+            g.thread = selector::select_thread(&req, candidates);
+        }
+        if history_on {
+            let cap = i64::try_from(selector::PENDING_CAP + 1).unwrap_or(51);
+            let rows = self
+                .store
+                .pending_candidates(&job.profile, &job.history_scope, cap)
+                .await?;
+            g.history_up_to = rows.iter().map(|r| r.event_id).max();
+            let in_thread: Vec<i64> = g.thread.selected.iter().map(|s| s.item_id).collect();
+            g.history = selector::select_pending(
+                &req,
+                rows.into_iter().map(candidate).collect(),
+                &in_thread,
+            );
+        }
+        Ok(g)
+    }
+
+    /// The quoted message, cut to its budget; `Err(())` when it cannot be read.
+    pub(super) async fn quoted(
+        &self,
+        job: &TurnJob,
+        g: &mut Gathered,
+    ) -> Result<Result<(), ()>, StoreError> {
+        let Some(parent) = job.quoted_message_id() else {
+            return Ok(Ok(()));
+        };
+        let text = match self.store.message_text(parent).await? {
+            Some((text, _)) => Some(text),
+            None => self.fetch_text(&job.profile, parent).await,
+        };
+        let Some(text) = text else {
+            g.quoted_status = "unreadable";
+            return Ok(Err(()));
+        };
+        let (cut, truncated) =
+            selector::truncate(&text, self.config.context.quoted_reply_max_chars);
+        g.quoted_status = if truncated { "truncated" } else { "injected" };
+        g.quoted = Some((cut, truncated));
+        g.source_message_ids.push(parent.to_string());
+        Ok(Ok(()))
+    }
+
+    async fn root_text(&self, job: &TurnJob) -> Result<Option<String>, StoreError> {
+        if let Some((text, _)) = self
+            .store
+            .topic_root(&job.profile, &job.chat_id, &job.root_msg_id)
+            .await?
+        {
+            return Ok(Some(text));
+        }
+        Ok(self.fetch_text(&job.profile, &job.root_msg_id).await)
+    }
+
+    async fn fetch_text(&self, profile: &str, message_id: &str) -> Option<String> {
+        let client = self.clients.get(profile)?;
+        let bot = self.identities.get(profile);
+        match client.get_message(message_id, bot.as_deref()).await {
+            Ok(m) => m.map(|m| m.text),
+            Err(e) => {
+                tracing::warn!(profile, message_id, error = %e, "could not read a message through the Open API");
+                None
+            }
+        }
+    }
+}
