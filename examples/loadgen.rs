@@ -1,0 +1,232 @@
+//! Pre-generates signed, encrypted `im.message.receive_v1` callbacks for load tests.
+//!
+//! ```text
+//! cargo run --release --example loadgen -- \
+//!     --count 100000 --encrypt-key KEY --token TOKEN --out events.tsv [--app-id cli_x]
+//! ```
+//!
+//! Each line of the output is one request, tab-separated:
+//!
+//! ```text
+//! <X-Lark-Request-Timestamp>\t<X-Lark-Request-Nonce>\t<X-Lark-Signature>\t<body>
+//! ```
+//!
+//! The body is `{"encrypt":"…"}` (base64 never contains a tab or a newline). Every event
+//! has its own `event_id` and `message_id` (a random per-run prefix plus a sequence
+//! number) and its own random IV, so the bridge stores each one instead of answering it
+//! as a duplicate. Plaintexts are about 1.5 KB, like a chat message with two mentions.
+
+use std::{
+    fs::File,
+    io::{BufWriter, Write},
+    process::ExitCode,
+    time::{Instant, SystemTime, UNIX_EPOCH},
+};
+
+use feishu_bridge::protocol::crypto::{self, AesKey};
+use rand::Rng;
+use serde_json::json;
+
+const USAGE: &str = "usage: loadgen --count N --encrypt-key KEY --token TOKEN --out FILE \
+                     [--app-id APP_ID]";
+
+struct Args {
+    count: u64,
+    encrypt_key: String,
+    token: String,
+    out: String,
+    app_id: String,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut count = None;
+    let mut encrypt_key = None;
+    let mut token = None;
+    let mut out = None;
+    let mut app_id = "cli_bench".to_string();
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        if flag == "-h" || flag == "--help" {
+            return Err(USAGE.to_string());
+        }
+        let value = args
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        match flag.as_str() {
+            "--count" => {
+                count = Some(
+                    value
+                        .parse::<u64>()
+                        .map_err(|_| format!("--count: not a number: {value}"))?,
+                );
+            }
+            "--encrypt-key" => encrypt_key = Some(value),
+            "--token" => token = Some(value),
+            "--out" => out = Some(value),
+            "--app-id" => app_id = value,
+            other => return Err(format!("unknown argument {other}\n{USAGE}")),
+        }
+    }
+    let missing = |name: &str| format!("{name} is required\n{USAGE}");
+    Ok(Args {
+        count: count.ok_or_else(|| missing("--count"))?,
+        encrypt_key: encrypt_key
+            .filter(|k| !k.is_empty())
+            .ok_or_else(|| missing("--encrypt-key"))?,
+        token: token
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| missing("--token"))?,
+        out: out.ok_or_else(|| missing("--out"))?,
+        app_id,
+    })
+}
+
+/// A few message texts of similar length, so not every payload is identical.
+const TEXTS: [&str; 3] = [
+    "@_user_1 @_user_2 please run the integration tests on the release branch again, the \
+     flaky websocket case failed twice this morning. If it fails again, collect the server \
+     and worker logs and summarise what changed since yesterday's green build. 谢谢! \
+     发布前需要确认。",
+    "@_user_1 @_user_2 can you review the migration in the open pull request before lunch? \
+     It adds an index on the events table and backfills two columns; I'd like a second pair \
+     of eyes on the lock it takes and on the rollback path. 麻烦看一下，今天需要合并。",
+    "@_user_1 @_user_2 summarise the discussion above into three action items with owners \
+     and due dates, then post them in the weekly planning doc. Skip anything already done, \
+     and flag whatever still has no owner so we can pick it up in standup. 谢谢大家!",
+];
+
+struct Ids {
+    run: u32,
+    seq: u64,
+}
+
+impl Ids {
+    /// 32 hex digits: the run prefix, then the sequence number.
+    fn hex(&self) -> String {
+        format!("{:08x}{:024x}", self.run, self.seq)
+    }
+}
+
+fn plaintext(ids: &Ids, token: &str, app_id: &str, now_ms: u128) -> String {
+    let id = ids.hex();
+    let text = TEXTS[(ids.seq % TEXTS.len() as u64) as usize];
+    let chat = ids.seq % 16;
+    let sender = ids.seq % 64;
+    let content = json!({ "text": text }).to_string();
+    json!({
+        "schema": "2.0",
+        "header": {
+            "event_id": id,
+            "token": token,
+            "create_time": now_ms.to_string(),
+            "event_type": "im.message.receive_v1",
+            "tenant_key": "2ca1d211f64f6438",
+            "app_id": app_id
+        },
+        "event": {
+            "sender": {
+                "sender_id": {
+                    "union_id": format!("on_8ed6aa67826108097d9ee1438163{sender:04x}"),
+                    "user_id": format!("u{sender:07x}"),
+                    "open_id": format!("ou_84aad35d084aa403a838cf73ee18{sender:04x}")
+                },
+                "sender_type": "user",
+                "tenant_key": "2ca1d211f64f6438"
+            },
+            "message": {
+                "message_id": format!("om_{id}"),
+                "root_id": "om_1a2b3c4d5e6f708192a3b4c5d6e7f809",
+                "parent_id": "om_1a2b3c4d5e6f708192a3b4c5d6e7f809",
+                "create_time": now_ms.to_string(),
+                "update_time": now_ms.to_string(),
+                "chat_id": format!("oc_5ce6d572455d361153b7aa51da13{chat:04x}"),
+                "thread_id": "omt_1a2b3c4d5e6f7081",
+                "chat_type": "group",
+                "message_type": "text",
+                "content": content,
+                "mentions": [
+                    {
+                        "key": "@_user_1",
+                        "id": {
+                            "union_id": "on_1f2e3d4c5b6a79880716253443526170",
+                            "user_id": "",
+                            "open_id": "ou_0b7f2c3d4e5f60718293a4b5c6d7e8f9"
+                        },
+                        "mentioned_type": "bot",
+                        "name": "Bridge Bot",
+                        "tenant_key": "2ca1d211f64f6438"
+                    },
+                    {
+                        "key": "@_user_2",
+                        "id": {
+                            "union_id": "on_9a8b7c6d5e4f30211203948576abcdef",
+                            "user_id": "5d7f2a1c",
+                            "open_id": "ou_7e6d5c4b3a29180716253443526170ab"
+                        },
+                        "mentioned_type": "user",
+                        "name": "Li Wei",
+                        "tenant_key": "2ca1d211f64f6438"
+                    }
+                ]
+            }
+        }
+    })
+    .to_string()
+}
+
+fn run(args: &Args) -> std::io::Result<()> {
+    let started = Instant::now();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let timestamp = now.as_secs().to_string();
+    let now_ms = now.as_millis();
+    let key = AesKey::derive(&args.encrypt_key);
+    let mut rng = rand::rng();
+    let run_id: u32 = rng.random();
+
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(&args.out)?);
+    let (mut plain_bytes, mut body_bytes) = (0u64, 0u64);
+    for seq in 0..args.count {
+        let ids = Ids { run: run_id, seq };
+        let plain = plaintext(&ids, &args.token, &args.app_id, now_ms);
+        let iv: [u8; 16] = rng.random();
+        let encrypted = crypto::encrypt(&key, iv, plain.as_bytes());
+        let body = format!("{{\"encrypt\":\"{encrypted}\"}}");
+        let nonce: u32 = rng.random();
+        let nonce = nonce.to_string();
+        let signature =
+            crypto::event_signature(&timestamp, &nonce, &args.encrypt_key, body.as_bytes());
+        writeln!(out, "{timestamp}\t{nonce}\t{signature}\t{body}")?;
+        plain_bytes += plain.len() as u64;
+        body_bytes += body.len() as u64;
+    }
+    out.flush()?;
+    let n = args.count.max(1);
+    eprintln!(
+        "loadgen: {} events -> {} (plaintext ~{} B, body ~{} B each) in {:.2?}",
+        args.count,
+        args.out,
+        plain_bytes / n,
+        body_bytes / n,
+        started.elapsed()
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(msg) => {
+            eprintln!("{msg}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("loadgen: cannot write {}: {e}", args.out);
+            ExitCode::FAILURE
+        }
+    }
+}
