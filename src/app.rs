@@ -21,7 +21,7 @@ use crate::{
     session_queue::SessionQueues,
     store::{self, Store},
     telemetry::Metrics,
-    turns::TurnRunner,
+    turns::{TurnDone, TurnRunner},
 };
 
 /// One profile's callback credentials, with the AES key derived once at start.
@@ -74,6 +74,8 @@ pub struct App {
     pub queues: SessionQueues,
     /// Each profile's Open API client.
     pub clients: HashMap<String, Arc<FeishuClient>>,
+    /// Finished turns, for observers.
+    pub turns_done: broadcast::Sender<TurnDone>,
 }
 
 impl std::fmt::Debug for dyn Store {
@@ -152,6 +154,7 @@ impl Bridge {
             .iter()
             .map(|p| (p.name.clone(), Arc::new(FeishuClient::new(http.clone(), p))))
             .collect();
+        let (turns_done, _) = broadcast::channel(1024);
         if config.worker.enabled {
             let turns = TurnRunner::new(
                 config.clone(),
@@ -159,6 +162,7 @@ impl Bridge {
                 identities.clone(),
                 clients.clone(),
                 outbound.clone(),
+                turns_done.clone(),
             );
             let pipeline = Pipeline::new(
                 config.clone(),
@@ -195,6 +199,7 @@ impl Bridge {
             identities,
             queues,
             clients,
+            turns_done,
         };
         Self {
             state: AppState(Arc::new(app)),

@@ -124,7 +124,7 @@ impl Default for DatabaseConfig {
             url: SecretString::from("sqlite://feishu-bridge.db"),
             timeout_ms: 2000,
             max_connections: 16,
-            committers: 4,
+            committers: 2,
         }
     }
 }

@@ -3,11 +3,54 @@
 
 use super::{Finish, InboxEvent, InboxProblem, StoreError, parse_status};
 
-pub(crate) const INSERT_INBOX: &str = "\
-INSERT INTO inbox_events
-    (profile, event_id, event_type, message_id, payload, received_at, status, next_attempt_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $6)
-ON CONFLICT DO NOTHING";
+/// One multi-row `INSERT` for a whole group-commit batch: a statement per event would
+/// cost a round trip (and, on SQLite, a hand-off to its thread) per row. Rows that hit a
+/// unique index — an event id or message id already stored, or repeated earlier in the
+/// same batch — are skipped, and `RETURNING` names the ones that went in.
+pub(crate) fn insert_inbox(rows: usize) -> String {
+    let mut q = String::from(
+        "INSERT INTO inbox_events \
+         (profile, event_id, event_type, message_id, payload, received_at, status, next_attempt_at) VALUES ",
+    );
+    for i in 0..rows {
+        let b = i * 7;
+        if i > 0 {
+            q.push_str(", ");
+        }
+        q.push_str(&format!(
+            "(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${})",
+            b + 1,
+            b + 2,
+            b + 3,
+            b + 4,
+            b + 5,
+            b + 6,
+            b + 7,
+            b + 6
+        ));
+    }
+    q.push_str(" ON CONFLICT DO NOTHING RETURNING profile, event_id");
+    q
+}
+
+/// Matches the `RETURNING` rows back to the batch: the first occurrence of a returned
+/// (profile, event id) was inserted; everything else was a duplicate.
+pub(crate) fn outcomes(
+    events: &[super::NewInboxEvent],
+    inserted: Vec<(String, String)>,
+) -> Vec<super::InsertOutcome> {
+    let mut inserted: std::collections::HashSet<(String, String)> = inserted.into_iter().collect();
+    events
+        .iter()
+        .map(|e| {
+            if inserted.remove(&(e.profile.clone(), e.event_id.clone())) {
+                super::InsertOutcome::Inserted
+            } else {
+                super::InsertOutcome::Duplicate
+            }
+        })
+        .collect()
+}
 
 /// Columns of [`InboxRow`], for `SELECT` and `RETURNING`.
 pub(crate) const INBOX_COLUMNS: &str = "id, profile, event_id, event_type, message_id, payload, \
@@ -123,7 +166,7 @@ pub(crate) fn finish_statement(finish: &Finish, now: i64) -> (&'static str, Opti
     }
 }
 
-/// Binds one [`NewInboxEvent`] to [`INSERT_INBOX`].
+/// Binds one [`NewInboxEvent`] to its seven placeholders of [`insert_inbox`].
 macro_rules! bind_new_event {
     ($query:expr, $e:expr) => {
         $query
@@ -168,22 +211,20 @@ macro_rules! impl_inbox_store {
                 &self,
                 events: &[$crate::store::NewInboxEvent],
             ) -> Result<Vec<$crate::store::InsertOutcome>, $crate::store::StoreError> {
-                use $crate::store::{InsertOutcome, inbox_sql as sql};
+                use $crate::store::inbox_sql as sql;
+                if events.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let q = sql::insert_inbox(events.len());
                 $crate::store::bounded(self.timeout, async {
-                    let mut tx = self.pool.begin().await?;
-                    let mut outcomes = Vec::with_capacity(events.len());
+                    // Statement text varies with the batch size: not worth caching.
+                    let mut query = sqlx::query_as::<_, (String, String)>(&q).persistent(false);
                     for e in events {
-                        let done = sql::bind_new_event!(sqlx::query(sql::INSERT_INBOX), e)
-                            .execute(&mut *tx)
-                            .await?;
-                        outcomes.push(if done.rows_affected() == 1 {
-                            InsertOutcome::Inserted
-                        } else {
-                            InsertOutcome::Duplicate
-                        });
+                        query = sql::bind_new_event!(query, e);
                     }
-                    tx.commit().await?;
-                    Ok(outcomes)
+                    // One statement is its own transaction: all rows commit together.
+                    let inserted = query.fetch_all(&self.pool).await?;
+                    Ok(sql::outcomes(events, inserted))
                 })
                 .await
             }

@@ -9,4 +9,4 @@
 mod context;
 mod runner;
 
-pub use runner::{TurnJob, TurnRunner};
+pub use runner::{TurnDone, TurnJob, TurnRunner};

@@ -57,6 +57,17 @@ impl TurnJob {
     }
 }
 
+/// A finished turn, broadcast for observers (tests, tools).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnDone {
+    /// Profile.
+    pub profile: String,
+    /// Request message.
+    pub message_id: String,
+    /// `answered`, `stopped`, `quote_unreadable`, `agent_failed`, `failed`.
+    pub outcome: &'static str,
+}
+
 /// Runs turns.
 pub struct TurnRunner {
     pub(super) config: Arc<Config>,
@@ -64,6 +75,7 @@ pub struct TurnRunner {
     pub(super) identities: Arc<Identities>,
     pub(super) clients: HashMap<String, Arc<FeishuClient>>,
     outbound: Arc<dyn Outbound>,
+    done: tokio::sync::broadcast::Sender<TurnDone>,
 }
 
 impl std::fmt::Debug for TurnRunner {
@@ -89,6 +101,7 @@ impl TurnRunner {
         identities: Arc<Identities>,
         clients: HashMap<String, Arc<FeishuClient>>,
         outbound: Arc<dyn Outbound>,
+        done: tokio::sync::broadcast::Sender<TurnDone>,
     ) -> Self {
         Self {
             config,
@@ -96,6 +109,7 @@ impl TurnRunner {
             identities,
             clients,
             outbound,
+            done,
         }
     }
 
@@ -130,21 +144,35 @@ impl TurnRunner {
 
     /// Runs one turn; errors are logged and the user is told.
     pub async fn run(&self, job: TurnJob, cancel: CancellationToken) {
-        if let Err(e) = self.try_run(&job, &cancel).await {
-            tracing::error!(profile = %job.profile, message_id = %job.message_id, error = %e, "turn failed");
-            let _ = self
-                .notify(
-                    &job,
-                    "Sorry, this request failed inside the bridge; please try again.".into(),
-                )
-                .await;
-        }
+        let outcome = match self.try_run(&job, &cancel).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                tracing::error!(profile = %job.profile, message_id = %job.message_id, error = %e, "turn failed");
+                let _ = self
+                    .notify(
+                        &job,
+                        "Sorry, this request failed inside the bridge; please try again.".into(),
+                    )
+                    .await;
+                "failed"
+            }
+        };
+        tracing::info!(profile = %job.profile, message_id = %job.message_id, outcome, "turn finished");
+        let _ = self.done.send(TurnDone {
+            profile: job.profile,
+            message_id: job.message_id,
+            outcome,
+        });
     }
 
-    async fn try_run(&self, job: &TurnJob, cancel: &CancellationToken) -> Result<(), TurnError> {
+    async fn try_run(
+        &self,
+        job: &TurnJob,
+        cancel: &CancellationToken,
+    ) -> Result<&'static str, TurnError> {
         let Some(session) = self.store.session(&job.profile, &job.session_key).await? else {
             tracing::warn!(session_key = %job.session_key, "turn for a session that no longer exists");
-            return Ok(());
+            return Ok("failed");
         };
         let thread_on = !job.is_dm
             && self.profile_flag(
@@ -229,7 +257,7 @@ impl TurnRunner {
                     .into(),
             )
             .await?;
-            return Ok(());
+            return Ok("quote_unreadable");
         }
         // Accepted: the pending history up to this snapshot is consumed now, whatever the
         // agent does next.
@@ -268,7 +296,7 @@ impl TurnRunner {
             biased;
             () = cancel.cancelled() => {
                 self.notify(job, "Stopped.".into()).await?;
-                return Ok(());
+                return Ok("stopped");
             }
             a = self.agent_answer(kind, &turn) => a,
         };
@@ -277,7 +305,7 @@ impl TurnRunner {
             Err(e) => {
                 self.notify(job, format!("The agent did not answer: {e}"))
                     .await?;
-                return Ok(());
+                return Ok("agent_failed");
             }
         };
         let reply_id = self
@@ -297,7 +325,7 @@ impl TurnRunner {
                 .mark_topic_root_delivered(&job.profile, &session.session_key, &session.session_id)
                 .await?;
         }
-        Ok(())
+        Ok("answered")
     }
 
     async fn agent_answer(

@@ -3,10 +3,13 @@
 
 mod cli;
 mod commands;
+mod context;
 mod errors;
+mod explain;
 mod inbox;
 mod operating;
 mod outage;
+mod pending;
 mod routing;
 mod shutdown;
 mod store_conformance;

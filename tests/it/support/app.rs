@@ -58,6 +58,7 @@ pub struct TestApp {
     /// HTTP client.
     pub client: reqwest::Client,
     processed: broadcast::Receiver<Processed>,
+    turns: broadcast::Receiver<feishu_bridge::turns::TurnDone>,
     stop: CancellationToken,
     handle: JoinHandle<anyhow::Result<()>>,
 }
@@ -93,6 +94,7 @@ impl TestApp {
         let addr = listener.local_addr().expect("addr");
         let state = bridge.state().clone();
         let processed = state.processed.subscribe();
+        let turns = state.turns_done.subscribe();
         let stop = CancellationToken::new();
         let handle = tokio::spawn(bridge.serve(listener, stop.clone().cancelled_owned()));
         Self {
@@ -103,6 +105,7 @@ impl TestApp {
                 .build()
                 .expect("client"),
             processed,
+            turns,
             stop,
             handle,
         }
@@ -200,6 +203,47 @@ impl TestApp {
                 break;
             }
         }
+    }
+
+    /// Delivers a message to `profile` and waits until the turn it starts has finished;
+    /// returns the turn's outcome.
+    pub async fn ask_as(
+        &mut self,
+        profile: &str,
+        signer: &super::Signer,
+        msg: &super::feishu::Msg,
+    ) -> &'static str {
+        self.route_as(profile, signer, msg).await;
+        let wait = async {
+            loop {
+                match self.turns.recv().await {
+                    Ok(t) if t.profile == profile && t.message_id == msg.message_id => {
+                        return t.outcome;
+                    }
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(e) => panic!("turn channel closed: {e}"),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .unwrap_or_else(|_| panic!("no turn finished for {}", msg.message_id))
+    }
+
+    /// Delivers a message to the default profile and waits for its turn.
+    pub async fn ask(&mut self, msg: &super::feishu::Msg) -> &'static str {
+        self.ask_as("planner", &super::Signer::default(), msg).await
+    }
+
+    /// `GET /explain/{root}` as JSON for a profile (and message).
+    pub async fn explain(&self, profile: &str, root: &str, message_id: Option<&str>) -> Answer {
+        let m = message_id
+            .map(|m| format!("&message_id={m}"))
+            .unwrap_or_default();
+        self.get(&format!(
+            "/explain/{root}?profile={profile}&verbose=true{m}"
+        ))
+        .await
     }
 
     /// Delivers a message to the default profile and waits until it is processed.

@@ -1,14 +1,17 @@
 //! A fake Feishu Open API on 127.0.0.1:0 (the real one is outside our control): it
 //! serves what the bridge calls and counts the calls.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicUsize, Ordering},
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
 };
 
 use axum::{
     Json, Router,
-    extract::State,
+    extract::{Path, State},
     http::HeaderMap,
     routing::{get, post},
 };
@@ -26,6 +29,10 @@ pub struct FakeState {
     pub token_requests: AtomicUsize,
     /// Bot info requests seen.
     pub bot_info_requests: AtomicUsize,
+    /// Get-message requests seen.
+    pub get_requests: AtomicUsize,
+    /// Messages it can return: id → text.
+    pub messages: Arc<Mutex<HashMap<String, String>>>,
 }
 
 /// The running fake.
@@ -34,6 +41,8 @@ pub struct FakeFeishu {
     pub base: String,
     /// Its state.
     pub state: Arc<FakeState>,
+    /// Messages it can return (shared with the state).
+    pub messages: Arc<Mutex<HashMap<String, String>>>,
 }
 
 const TOKEN: &str = "t-fake-tenant-token";
@@ -52,11 +61,17 @@ impl FakeFeishu {
                 post(token),
             )
             .route("/open-apis/bot/v3/info", get(bot_info))
+            .route("/open-apis/im/v1/messages/{id}", get(get_message))
             .with_state(state.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { base, state }
+        let messages = state.messages.clone();
+        Self {
+            base,
+            state,
+            messages,
+        }
     }
 }
 
@@ -80,4 +95,29 @@ async fn bot_info(State(s): State<Arc<FakeState>>, headers: HeaderMap) -> Json<V
     Json(
         json!({"code": 0, "msg": "ok", "bot": {"activate_status": 2, "app_name": "Planner", "open_id": s.bot_open_id}}),
     )
+}
+
+async fn get_message(
+    State(s): State<Arc<FakeState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Json<Value> {
+    s.get_requests.fetch_add(1, Ordering::SeqCst);
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if auth != format!("Bearer {TOKEN}") {
+        return Json(json!({"code": 99991663, "msg": "invalid access token"}));
+    }
+    let text = s.messages.lock().expect("lock").get(&id).cloned();
+    match text {
+        Some(text) => Json(json!({"code": 0, "msg": "success", "data": {"items": [{
+            "message_id": id, "msg_type": "text", "deleted": false,
+            "body": {"content": json!({"text": text}).to_string()},
+            "sender": {"id": "ou_someone", "id_type": "open_id", "sender_type": "user"},
+            "mentions": []
+        }]}})),
+        None => Json(json!({"code": 230011, "msg": "message recalled or not found"})),
+    }
 }
