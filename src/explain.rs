@@ -26,10 +26,9 @@ pub struct Query<'a> {
 /// Finds and explains a decision; `None` when there is none.
 pub async fn load(store: &dyn Store, q: &Query<'_>) -> Result<Option<Explanation>, StoreError> {
     let row = match q.decision_id {
-        Some(id) => store
-            .decision(id)
-            .await?
-            .filter(|d| d.bot_profile == q.profile && d.root_msg_id == q.root_msg_id),
+        Some(id) => store.decision(id).await?.filter(|d| {
+            d.decision.bot_profile == q.profile && d.decision.root_msg_id == q.root_msg_id
+        }),
         None => {
             store
                 .latest_decision(q.profile, q.root_msg_id, q.message_id)
@@ -40,14 +39,15 @@ pub async fn load(store: &dyn Store, q: &Query<'_>) -> Result<Option<Explanation
 }
 
 /// One row, explained.
-pub fn explain(r: DecisionRow, verbose: bool) -> Explanation {
+pub fn explain(row: DecisionRow, verbose: bool) -> Explanation {
+    let r = row.decision;
     let selected: Vec<SelectedItem> = serde_json::from_str(&r.selected_json).unwrap_or_default();
     let excluded: Vec<ExcludedItem> = serde_json::from_str(&r.excluded_json).unwrap_or_default();
     let diagnostics: serde_json::Value =
         serde_json::from_str(&r.diagnostics_json).unwrap_or_default();
     let context_chars = diagnostics["context_chars"].as_u64().unwrap_or_default() as usize;
     Explanation {
-        decision_id: r.id,
+        decision_id: row.id,
         profile: r.bot_profile,
         bridge_id: r.bridge_id,
         root_msg_id: r.root_msg_id,

@@ -32,7 +32,7 @@ pub struct ExcludedItem {
     /// Item type.
     pub item_type: String,
     /// `limit`, `chars`, `own_output`, `same_turn_request`, `recalled`, `mode`,
-    /// `other_profile`, `command`, `in_thread_context`.
+    /// `other_profile`, `command`, `in_thread_context`, `topic_root_block`.
     pub reason: String,
 }
 

@@ -107,12 +107,8 @@ impl FeishuClient {
                 self.base
             ))
             .json(&body)
-            .send()
-            .await
-            .map_err(|e| ApiError::Transport(e.without_url().to_string()))?
-            .json()
-            .await
-            .map_err(|e| ApiError::Shape(e.without_url().to_string()))?;
+            .send_json()
+            .await?;
         if answer.code != 0 {
             return Err(ApiError::Api {
                 code: answer.code,
@@ -139,12 +135,8 @@ impl FeishuClient {
             .http
             .get(format!("{}/open-apis/bot/v3/info", self.base))
             .bearer_auth(token.expose_secret())
-            .send()
-            .await
-            .map_err(|e| ApiError::Transport(e.without_url().to_string()))?
-            .json()
-            .await
-            .map_err(|e| ApiError::Shape(e.without_url().to_string()))?;
+            .send_json()
+            .await?;
         if answer.code != 0 {
             return Err(ApiError::Api {
                 code: answer.code,
@@ -246,12 +238,8 @@ impl FeishuClient {
                 ("card_msg_content_type", "user_card_content"),
             ])
             .bearer_auth(token.expose_secret())
-            .send()
-            .await
-            .map_err(|e| ApiError::Transport(e.without_url().to_string()))?
-            .json()
-            .await
-            .map_err(|e| ApiError::Shape(e.without_url().to_string()))?;
+            .send_json()
+            .await?;
         if GONE.contains(&answer.code) {
             return Ok(None);
         }
@@ -293,5 +281,22 @@ impl FeishuClient {
             sender_type: sender.sender_type,
             sender_id: sender.id,
         }))
+    }
+}
+
+/// Sends a request and decodes its JSON answer, mapping failures without the URL (which
+/// could carry ids) into [`ApiError`].
+trait SendJson {
+    async fn send_json<T: serde::de::DeserializeOwned>(self) -> Result<T, ApiError>;
+}
+
+impl SendJson for reqwest::RequestBuilder {
+    async fn send_json<T: serde::de::DeserializeOwned>(self) -> Result<T, ApiError> {
+        self.send()
+            .await
+            .map_err(|e| ApiError::Transport(e.without_url().to_string()))?
+            .json()
+            .await
+            .map_err(|e| ApiError::Shape(e.without_url().to_string()))
     }
 }

@@ -330,8 +330,8 @@ pub struct CandidateRow {
     pub recalled: bool,
 }
 
-/// A context decision to record.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// A context decision to record (and, with its id, as read back).
+#[derive(Debug, Clone, PartialEq, Eq, Default, sqlx::FromRow)]
 pub struct NewDecision {
     /// Chat.
     pub chat_id: String,
@@ -378,42 +378,9 @@ pub struct NewDecision {
 pub struct DecisionRow {
     /// Decision id.
     pub id: i64,
-    /// Chat.
-    pub chat_id: String,
-    /// Thread root.
-    pub root_msg_id: String,
-    /// Request message.
-    pub message_id: String,
-    /// Profile's app id.
-    pub bridge_id: String,
-    /// Profile.
-    pub bot_profile: String,
-    /// This bot's open_id.
-    pub target_id: Option<String>,
-    /// `shared`, `owner_only`, `dm`.
-    pub workspace_mode: String,
-    /// Context mode(s).
-    pub mode: String,
-    /// Session key.
-    pub session_key: String,
-    /// Session id.
-    pub session_id: String,
-    /// Request text.
-    pub request_text: String,
-    /// Rendered context.
-    pub thread_context: String,
-    /// JSON.
-    pub selected_item_ids_json: String,
-    /// JSON.
-    pub selected_json: String,
-    /// JSON.
-    pub excluded_json: String,
-    /// Prompt.
-    pub prompt_preview: String,
-    /// JSON.
-    pub diagnostics_json: String,
-    /// Unix ms.
-    pub created_at: i64,
+    /// What was recorded.
+    #[sqlx(flatten)]
+    pub decision: NewDecision,
 }
 
 /// What the selector reads and the turn runner writes.

@@ -195,13 +195,20 @@ impl TurnRunner {
                 .store
                 .thread_candidates(&job.profile, &job.chat_id, &job.root_msg_id, window)
                 .await?;
-            let mut candidates: Vec<Candidate> = rows.into_iter().map(candidate).collect();
-            // The root already has its own block: not again as a thread item.
-            if g.topic_root.is_some() {
-                candidates
-                    .retain(|c| !(c.item_type == "topic_root" && c.message_id == job.root_msg_id));
-            }
+            let injected = g.topic_root.is_some();
+            let (in_block, candidates): (Vec<Candidate>, Vec<Candidate>) =
+                rows.into_iter().map(candidate).partition(|c| {
+                    injected && c.item_type == "topic_root" && c.message_id == job.root_msg_id
+                });
             g.thread = selector::select_thread(&req, candidates);
+            // The root already has its own block: not again as a thread item.
+            g.thread
+                .excluded
+                .extend(in_block.iter().map(|c| selector::Excluded {
+                    item_id: c.item_id,
+                    item_type: c.item_type.clone(),
+                    reason: "topic_root_block".into(),
+                }));
         }
         if history_on {
             let cap = i64::try_from(selector::PENDING_CAP + 1).unwrap_or(51);
