@@ -246,10 +246,18 @@ impl Bridge {
         served.context("HTTP server failed")
     }
 
-    /// Stops the background tasks (used by `serve`, and by tests that never served).
+    /// Stops the background tasks (used by `serve`, and by tests that never served):
+    /// running turns are told to stop and get `grace` to finish.
     pub async fn stop(self, grace: Duration) {
         self.worker_stop.cancel();
         self.committer_stop.cancel();
+        self.state.queues.cancel_all();
+        if tokio::time::timeout(grace, self.state.queues.idle())
+            .await
+            .is_err()
+        {
+            tracing::warn!("turns did not finish within the grace period");
+        }
         for task in self.tasks {
             if tokio::time::timeout(grace, task).await.is_err() {
                 tracing::warn!("a background task did not stop within the grace period");

@@ -31,6 +31,7 @@ struct KeyState {
 #[derive(Clone, Default)]
 pub struct SessionQueues {
     keys: Arc<Mutex<HashMap<String, KeyState>>>,
+    retired: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for SessionQueues {
@@ -89,6 +90,7 @@ impl SessionQueues {
                 let Ok(job) = rx.try_recv() else {
                     // Empty: retire under the lock, so a concurrent submit starts a new runner.
                     keys.remove(&key);
+                    self.retired.notify_waiters();
                     return;
                 };
                 let token = CancellationToken::new();
@@ -125,6 +127,28 @@ impl SessionQueues {
                 queued: s.queued,
             })
             .unwrap_or_default()
+    }
+
+    /// Cancels every running job (shutdown).
+    pub fn cancel_all(&self) {
+        for state in self.lock().values() {
+            if let Some(token) = &state.running {
+                token.cancel();
+            }
+        }
+    }
+
+    /// Resolves once no key has work left.
+    pub async fn idle(&self) {
+        loop {
+            let retired = self.retired.notified();
+            tokio::pin!(retired);
+            retired.as_mut().enable();
+            if self.lock().is_empty() {
+                return;
+            }
+            retired.await;
+        }
     }
 
     /// (queued, running) over all keys.

@@ -138,10 +138,11 @@ impl TestDb {
     }
 }
 
-/// Adds `options=-c search_path=<schema>` to a Postgres URL.
+/// Adds `options=-c search_path=<schema>` (and names the connections after the schema,
+/// so cleanup can find them) to a Postgres URL.
 pub fn with_search_path(base: &str, schema: &str) -> String {
     let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}options=-c%20search_path%3D{schema}")
+    format!("{base}{sep}options=-c%20search_path%3D{schema}&application_name={schema}")
 }
 
 /// Leftovers of crashed runs: schemas with our prefix older than two hours.
@@ -188,6 +189,15 @@ impl Drop for TestDb {
                     if let Ok(opts) = PgConnectOptions::from_str(&base)
                         && let Ok(mut c) = PgConnection::connect_with(&opts).await
                     {
+                        // Connections a test left open (say, a task still holding a
+                        // transaction) would block the drop: end them first.
+                        let _ = sqlx::query(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                        )
+                        .bind(&schema)
+                        .execute(&mut c)
+                        .await;
+                        let _ = sqlx::query("SET lock_timeout = '10s'").execute(&mut c).await;
                         let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
                             .execute(&mut c)
                             .await;
