@@ -16,7 +16,7 @@ use crate::{
     feishu_api::FeishuClient,
     identity::Identities,
     inbox::{Committer, Pipeline, Processed, Worker},
-    outbound::{Outbound, RecordingOutbound},
+    outbound::{FeishuOutbound, Outbound},
     protocol::{Credentials, crypto::AesKey},
     session_queue::SessionQueues,
     store::{self, Store},
@@ -144,7 +144,6 @@ impl Bridge {
         let config = Arc::new(config);
         let identities = Arc::new(Identities::default());
         let queues = SessionQueues::new();
-        let outbound: Arc<dyn Outbound> = Arc::new(RecordingOutbound::new(store.clone()));
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .build()
@@ -154,6 +153,11 @@ impl Bridge {
             .iter()
             .map(|p| (p.name.clone(), Arc::new(FeishuClient::new(http.clone(), p))))
             .collect();
+        let outbound: Arc<dyn Outbound> = Arc::new(FeishuOutbound::new(
+            config.clone(),
+            clients.clone(),
+            store.clone(),
+        ));
         let (turns_done, _) = broadcast::channel(1024);
         if config.worker.enabled {
             let turns = TurnRunner::new(

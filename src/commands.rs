@@ -107,5 +107,6 @@ pub async fn execute(
         .map(|_| ())
         .map_err(|e| match e {
             crate::outbound::OutboundError::Store(s) => ProcessError::Store(s),
+            crate::outbound::OutboundError::Api(e) => ProcessError::Outbound(e.to_string()),
         })
 }

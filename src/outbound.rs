@@ -33,6 +33,9 @@ pub enum OutboundError {
     /// Recording it failed.
     #[error("could not record the reply")]
     Store(#[from] StoreError),
+    /// The Open API refused it.
+    #[error(transparent)]
+    Api(crate::feishu_api::ApiError),
 }
 
 /// Where replies go.
@@ -71,5 +74,112 @@ impl Outbound for RecordingOutbound {
             .await?;
         tracing::info!(profile = %reply.profile, chat_id = %reply.chat_id, reply_to = ?reply.reply_to, kind = reply.kind, outbound_id = id, "reply recorded");
         Ok(format!("rec_{id}"))
+    }
+}
+
+/// Sends through each profile's Open API client, or records when the profile is a dry
+/// run (or has no app secret to send with). Every sent part is also recorded.
+pub struct FeishuOutbound {
+    config: Arc<crate::config::Config>,
+    clients: std::collections::HashMap<String, Arc<crate::feishu_api::FeishuClient>>,
+    recording: RecordingOutbound,
+    pacer: Pacer,
+}
+
+impl FeishuOutbound {
+    /// Over the app's clients and store.
+    pub fn new(
+        config: Arc<crate::config::Config>,
+        clients: std::collections::HashMap<String, Arc<crate::feishu_api::FeishuClient>>,
+        store: Arc<dyn Store>,
+    ) -> Self {
+        Self {
+            config,
+            clients,
+            recording: RecordingOutbound::new(store),
+            pacer: Pacer::default(),
+        }
+    }
+}
+
+/// Spaces sends to one chat so that several bots together stay under Feishu's group
+/// limit (5 messages per second shared by all bots in a chat).
+#[derive(Default)]
+struct Pacer {
+    next: tokio::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
+}
+
+const CHAT_SPACING: std::time::Duration = std::time::Duration::from_millis(220);
+
+impl Pacer {
+    async fn wait(&self, chat_id: &str) {
+        let at = {
+            let mut next = self.next.lock().await;
+            let now = tokio::time::Instant::now();
+            let slot = next
+                .get(chat_id)
+                .copied()
+                .filter(|t| *t > now)
+                .unwrap_or(now);
+            next.insert(chat_id.to_string(), slot + CHAT_SPACING);
+            slot
+        };
+        tokio::time::sleep_until(at).await;
+    }
+}
+
+/// A uuid for one part of one reply: the same reply retried gets the same uuid, so
+/// Feishu posts it at most once.
+fn part_uuid(reply: &Reply, part: usize) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for piece in [
+        &reply.profile,
+        &reply.chat_id,
+        reply.reply_to.as_deref().unwrap_or(""),
+        reply.kind,
+    ] {
+        h.update(piece.as_bytes());
+        h.update([0]);
+    }
+    h.update(part.to_le_bytes());
+    hex::encode(h.finalize())[..32].to_string()
+}
+
+#[async_trait]
+impl Outbound for FeishuOutbound {
+    async fn send(&self, reply: Reply) -> Result<String, OutboundError> {
+        let profile = self.config.profile(&reply.profile);
+        let client = self.clients.get(&reply.profile).filter(|c| c.can_send());
+        let (Some(profile), Some(client)) = (profile, client) else {
+            return self.recording.send(reply).await;
+        };
+        if profile.dry_run {
+            return self.recording.send(reply).await;
+        }
+        let mut first = None;
+        for (i, part) in crate::feishu_api::reply::split(
+            &reply.text,
+            crate::feishu_api::reply::MAX_MESSAGE_CHARS,
+        )
+        .into_iter()
+        .enumerate()
+        {
+            self.pacer.wait(&reply.chat_id).await;
+            let uuid = part_uuid(&reply, i);
+            let sent = match &reply.reply_to {
+                Some(m) => client.reply_text(m, &part, &uuid).await,
+                None => client.send_text(&reply.chat_id, &part, &uuid).await,
+            };
+            let id = sent.map_err(OutboundError::Api)?;
+            self.recording
+                .send(Reply {
+                    text: part,
+                    ..reply.clone()
+                })
+                .await?;
+            first.get_or_insert(id);
+        }
+        Ok(first.unwrap_or_default())
     }
 }

@@ -37,8 +37,8 @@ struct CachedToken {
 
 /// One app's client.
 pub struct FeishuClient {
-    http: reqwest::Client,
-    base: String,
+    pub(super) http: reqwest::Client,
+    pub(super) base: String,
     app_id: String,
     app_secret: Option<SecretString>,
     token: Mutex<Option<CachedToken>>,
@@ -126,6 +126,16 @@ impl FeishuClient {
             refresh_at: Instant::now() + Duration::from_secs(life.saturating_sub(margin)),
         });
         Ok(token)
+    }
+
+    /// Whether the client has a secret to send with.
+    pub fn can_send(&self) -> bool {
+        self.app_secret.is_some()
+    }
+
+    /// Drops the cached token (after the API called it invalid).
+    pub(super) async fn forget_token(&self) {
+        *self.token.lock().await = None;
     }
 
     /// The bot's own open_id (`GET /open-apis/bot/v3/info`).

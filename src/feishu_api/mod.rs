@@ -2,5 +2,6 @@
 //! one request per message) and the bot's own identity.
 
 mod client;
+pub mod reply;
 
 pub use client::{ApiError, FeishuClient, FetchedMessage};

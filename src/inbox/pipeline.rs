@@ -35,6 +35,9 @@ pub enum ProcessError {
     /// The database failed; the event is retried.
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    /// A reply could not be sent.
+    #[error("reply not sent: {0}")]
+    Outbound(String),
 }
 
 /// How often retention runs (it rides on an event-log write).

@@ -10,6 +10,7 @@ mod inbox;
 mod operating;
 mod outage;
 mod pending;
+mod replies;
 mod routing;
 mod shutdown;
 mod store_conformance;

@@ -33,6 +33,14 @@ pub struct FakeState {
     pub get_requests: AtomicUsize,
     /// Messages it can return: id → text.
     pub messages: Arc<Mutex<HashMap<String, String>>>,
+    /// Replies and sends received: (path target, body), one per distinct uuid.
+    pub sent: Mutex<Vec<(String, Value)>>,
+    /// uuid → message id already created (Feishu's one-hour idempotency).
+    pub uuids: Mutex<HashMap<String, String>>,
+    /// Answers to give before succeeding: (HTTP status, code), consumed in order.
+    pub failures: Mutex<Vec<(u16, i64)>>,
+    /// Send attempts seen (including refused ones).
+    pub send_attempts: AtomicUsize,
 }
 
 /// The running fake.
@@ -62,6 +70,8 @@ impl FakeFeishu {
             )
             .route("/open-apis/bot/v3/info", get(bot_info))
             .route("/open-apis/im/v1/messages/{id}", get(get_message))
+            .route("/open-apis/im/v1/messages/{id}/reply", post(reply))
+            .route("/open-apis/im/v1/messages", post(send))
             .with_state(state.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
@@ -120,4 +130,64 @@ async fn get_message(
         }]}})),
         None => Json(json!({"code": 230011, "msg": "message recalled or not found"})),
     }
+}
+
+async fn reply(
+    State(s): State<Arc<FakeState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> axum::response::Response {
+    deliver(&s, id, &headers, body)
+}
+
+async fn send(
+    State(s): State<Arc<FakeState>>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> axum::response::Response {
+    let target = body["receive_id"].as_str().unwrap_or_default().to_string();
+    deliver(&s, target, &headers, body)
+}
+
+fn deliver(
+    s: &FakeState,
+    target: String,
+    headers: &HeaderMap,
+    body: Value,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    s.send_attempts.fetch_add(1, Ordering::SeqCst);
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if auth != format!("Bearer {TOKEN}") {
+        return Json(json!({"code": 99991663, "msg": "invalid access token"})).into_response();
+    }
+    let failure = {
+        let mut f = s.failures.lock().expect("lock");
+        (!f.is_empty()).then(|| f.remove(0))
+    };
+    if let Some((status, code)) = failure {
+        let status =
+            axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::BAD_REQUEST);
+        return (
+            status,
+            [("x-ogw-ratelimit-reset", "0")],
+            Json(json!({"code": code, "msg": "fake failure"})),
+        )
+            .into_response();
+    }
+    let uuid = body["uuid"].as_str().unwrap_or_default().to_string();
+    let mut uuids = s.uuids.lock().expect("lock");
+    if let Some(id) = uuids.get(&uuid) {
+        return Json(json!({"code": 0, "msg": "success", "data": {"message_id": id}}))
+            .into_response();
+    }
+    let mut sent = s.sent.lock().expect("lock");
+    let id = format!("om_bot_reply_{}", sent.len() + 1);
+    uuids.insert(uuid, id.clone());
+    sent.push((target, body));
+    Json(json!({"code": 0, "msg": "success", "data": {"message_id": id}})).into_response()
 }

@@ -1,0 +1,225 @@
+//! Sending replies through the Open API: reply in the thread of the triggering message,
+//! or send to the chat; idempotent per turn (`uuid`), rate-limit aware, long answers
+//! split without breaking words or code blocks.
+
+use std::time::Duration;
+
+use secrecy::ExposeSecret;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{ApiError, FeishuClient};
+
+/// Largest text sent in one message. Feishu allows 150 KB of text; staying far below it
+/// keeps messages readable and clear of the request-size limit.
+pub const MAX_MESSAGE_CHARS: usize = 8_000;
+
+/// Retries of one send on rate limits.
+const MAX_RETRIES: u32 = 4;
+
+/// Codes that mean "slow down, then try again".
+const RATE_LIMITED: [i64; 4] = [99991400, 11232, 11233, 230020];
+
+/// Codes after which retrying cannot help.
+const TERMINAL: [i64; 5] = [230011, 230002, 230001, 230025, 230071];
+
+#[derive(Deserialize)]
+struct SendAnswer {
+    code: i64,
+    #[serde(default)]
+    msg: String,
+    #[serde(default)]
+    data: Option<SentMessage>,
+}
+
+#[derive(Deserialize)]
+struct SentMessage {
+    #[serde(default)]
+    message_id: String,
+}
+
+impl FeishuClient {
+    /// Replies to `message_id` in its thread (`reply_in_thread`), as text. `uuid` makes
+    /// a retried send post at most once (Feishu keeps it for an hour). Returns the new
+    /// message's id.
+    pub async fn reply_text(
+        &self,
+        message_id: &str,
+        text: &str,
+        uuid: &str,
+    ) -> Result<String, ApiError> {
+        let body = json!({
+            "msg_type": "text",
+            "content": json!({"text": text}).to_string(),
+            "reply_in_thread": true,
+            "uuid": uuid,
+        });
+        let url = format!("{}/open-apis/im/v1/messages/{message_id}/reply", self.base);
+        self.send_with_retries(&url, &body).await
+    }
+
+    /// Sends a text message to a chat.
+    pub async fn send_text(
+        &self,
+        chat_id: &str,
+        text: &str,
+        uuid: &str,
+    ) -> Result<String, ApiError> {
+        let body = json!({
+            "receive_id": chat_id,
+            "msg_type": "text",
+            "content": json!({"text": text}).to_string(),
+            "uuid": uuid,
+        });
+        let url = format!(
+            "{}/open-apis/im/v1/messages?receive_id_type=chat_id",
+            self.base
+        );
+        self.send_with_retries(&url, &body).await
+    }
+
+    async fn send_with_retries(
+        &self,
+        url: &str,
+        body: &serde_json::Value,
+    ) -> Result<String, ApiError> {
+        let mut refreshed = false;
+        let mut attempt = 0;
+        loop {
+            let token = self.tenant_token().await?;
+            let resp = self
+                .http
+                .post(url)
+                .bearer_auth(token.expose_secret())
+                .json(body)
+                .send()
+                .await
+                .map_err(|e| ApiError::Transport(e.without_url().to_string()))?;
+            let status = resp.status();
+            let reset = resp
+                .headers()
+                .get("x-ogw-ratelimit-reset")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            let answer: SendAnswer = resp
+                .json()
+                .await
+                .map_err(|e| ApiError::Shape(e.without_url().to_string()))?;
+            if answer.code == 0 {
+                return Ok(answer.data.map(|d| d.message_id).unwrap_or_default());
+            }
+            if answer.code == 99991663 && !refreshed {
+                // The token expired early: drop it and ask for a new one, once.
+                refreshed = true;
+                self.forget_token().await;
+                continue;
+            }
+            let limited = status.as_u16() == 429 || RATE_LIMITED.contains(&answer.code);
+            if limited && attempt < MAX_RETRIES && !TERMINAL.contains(&answer.code) {
+                attempt += 1;
+                let wait = reset
+                    .map(Duration::from_secs)
+                    .unwrap_or_else(|| Duration::from_millis(250 << attempt))
+                    .min(Duration::from_secs(30));
+                tracing::warn!(
+                    code = answer.code,
+                    attempt,
+                    wait_ms = wait.as_millis() as u64,
+                    "rate limited by the Open API; retrying"
+                );
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+            return Err(ApiError::Api {
+                code: answer.code,
+                msg: answer.msg,
+            });
+        }
+    }
+}
+
+/// Splits `text` into parts of at most `max` characters, at paragraph, line or word
+/// boundaries, never inside a fenced code block unless the block alone is too long (then
+/// the fence is closed and reopened around the cut).
+pub fn split(text: &str, max: usize) -> Vec<String> {
+    if text.chars().count() <= max {
+        return vec![text.to_string()];
+    }
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut fence: Option<String> = None;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        let toggles = trimmed.starts_with("```");
+        let line_len = line.chars().count();
+        if current.chars().count() + line_len > max && !current.is_empty() {
+            if let Some(f) = &fence {
+                current.push_str("```\n");
+                parts.push(std::mem::take(&mut current));
+                current.push_str(f);
+            } else {
+                parts.push(std::mem::take(&mut current));
+            }
+        }
+        if line_len > max {
+            // One very long line: cut at word boundaries.
+            for word in line.split_inclusive(' ') {
+                if current.chars().count() + word.chars().count() > max && !current.is_empty() {
+                    parts.push(std::mem::take(&mut current));
+                }
+                if word.chars().count() > max {
+                    let chars: Vec<char> = word.chars().collect();
+                    for chunk in chars.chunks(max) {
+                        parts.push(chunk.iter().collect());
+                    }
+                } else {
+                    current.push_str(word);
+                }
+            }
+        } else {
+            current.push_str(line);
+        }
+        if toggles {
+            fence = match fence {
+                Some(_) => None,
+                None => Some(format!("{}\n", trimmed.trim_end())),
+            };
+        }
+    }
+    if !current.is_empty() {
+        parts.push(current);
+    }
+    parts
+        .into_iter()
+        .map(|p| p.trim_end_matches('\n').to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_text_is_one_part() {
+        assert_eq!(split("hello", 10), ["hello"]);
+    }
+
+    #[test]
+    fn splits_at_lines_and_words() {
+        let parts = split("alpha beta\ngamma delta", 11);
+        assert_eq!(parts, ["alpha beta", "gamma delta"]);
+        let parts = split("one two three four", 9);
+        assert!(parts.iter().all(|p| p.chars().count() <= 9), "{parts:?}");
+        assert_eq!(parts.concat().replace(' ', ""), "onetwothreefour");
+    }
+
+    #[test]
+    fn code_blocks_are_reopened_across_parts() {
+        let text = format!("intro\n```rust\n{}```\nend", "let x = 1;\n".repeat(6));
+        let parts = split(&text, 40);
+        for p in &parts {
+            assert_eq!(p.matches("```").count() % 2, 0, "balanced fences in {p:?}");
+        }
+    }
+}

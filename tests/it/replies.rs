@@ -1,0 +1,111 @@
+//! Replies through the (fake) Feishu Open API: in the thread, idempotent, rate-limit aware.
+
+use std::sync::atomic::Ordering;
+
+use crate::{
+    both_backends,
+    support::{
+        TestApp, TestDb, config, config_toml,
+        fake_feishu::FakeFeishu,
+        feishu::{BOT_OPEN_ID, Msg},
+    },
+};
+
+async fn replies_in_thread(db: TestDb) {
+    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let text = config_toml(
+        &db,
+        &format!("api_base = \"{}\"\napp_secret = \"s\"", fake.base),
+    );
+    let mut app = TestApp::spawn(config(&text)).await;
+    let ask = Msg::group("om_q", "hello").at_bot().in_thread("om_root");
+    assert_eq!(app.ask(&ask).await, "answered");
+    {
+        let sent = fake.state.sent.lock().expect("lock");
+        assert_eq!(sent.len(), 1);
+        let (target, body) = &sent[0];
+        assert_eq!(target, "om_q", "replied to the triggering message");
+        assert_eq!(body["reply_in_thread"], true);
+        assert_eq!(body["uuid"].as_str().map(str::len), Some(32));
+        assert!(
+            body["content"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("(echo) planner received")
+        );
+    }
+    // The answer is recorded as agent_output under the id Feishu gave the reply.
+    let rows = app
+        .state
+        .store
+        .thread_events("planner", "oc_group", "om_root")
+        .await
+        .expect("events");
+    assert!(
+        rows.iter()
+            .any(|r| r.event_type == "agent_output" && r.message_id == "om_bot_reply_1")
+    );
+
+    // Rate limits are retried (HTTP 429, and 230020 in the body); the token is cached.
+    fake.state
+        .failures
+        .lock()
+        .expect("lock")
+        .extend([(429, 99991400), (400, 230020)]);
+    let again = Msg::group("om_q2", "again").at_bot().in_thread("om_root");
+    assert_eq!(app.ask(&again).await, "answered");
+    assert_eq!(fake.state.sent.lock().expect("lock").len(), 2);
+    assert_eq!(
+        fake.state.token_requests.load(Ordering::SeqCst),
+        1,
+        "one token for everything"
+    );
+
+    // A terminal code is not retried.
+    let before = fake.state.send_attempts.load(Ordering::SeqCst);
+    fake.state
+        .failures
+        .lock()
+        .expect("lock")
+        .extend([(400, 230011), (400, 230011)]);
+    let gone = Msg::group("om_q3", "recalled meanwhile")
+        .at_bot()
+        .in_thread("om_root");
+    assert_eq!(app.ask(&gone).await, "failed");
+    assert_eq!(
+        fake.state.send_attempts.load(Ordering::SeqCst) - before,
+        2,
+        "the answer once, the notice once; no retries"
+    );
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    answers_are_replied_in_the_thread_with_retries_on_rate_limits,
+    replies_in_thread
+);
+
+async fn dry_run_records(db: TestDb) {
+    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let text = config_toml(
+        &db,
+        &format!(
+            "api_base = \"{}\"\napp_secret = \"s\"\ndry_run = true",
+            fake.base
+        ),
+    );
+    let mut app = TestApp::spawn(config(&text)).await;
+    app.ask(&Msg::group("om_q", "hello").at_bot()).await;
+    assert!(
+        fake.state.sent.lock().expect("lock").is_empty(),
+        "dry run sends nothing"
+    );
+    assert!(
+        app.last_reply("planner").await.starts_with("(echo)"),
+        "but records the reply"
+    );
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    dry_run_profiles_record_replies_instead_of_sending,
+    dry_run_records
+);
