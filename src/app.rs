@@ -12,6 +12,7 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    agent::PendingCallbacks,
     config::{Config, Profile},
     feishu_api::FeishuClient,
     identity::Identities,
@@ -76,6 +77,8 @@ pub struct App {
     pub clients: HashMap<String, Arc<FeishuClient>>,
     /// Finished turns, for observers.
     pub turns_done: broadcast::Sender<TurnDone>,
+    /// Turns waiting for an agent's signed callback.
+    pub callbacks: Arc<PendingCallbacks>,
 }
 
 impl std::fmt::Debug for dyn Store {
@@ -159,6 +162,9 @@ impl Bridge {
             store.clone(),
         ));
         let (turns_done, _) = broadcast::channel(1024);
+        let callbacks = Arc::new(PendingCallbacks::default());
+        // The agent client has no overall timeout: each backend bounds its own turns.
+        let agent_http = reqwest::Client::builder().build().unwrap_or_default();
         if config.worker.enabled {
             let turns = TurnRunner::new(
                 config.clone(),
@@ -167,6 +173,7 @@ impl Bridge {
                 clients.clone(),
                 outbound.clone(),
                 turns_done.clone(),
+                crate::agent::backends(&config, &agent_http, &callbacks),
             );
             let pipeline = Pipeline::new(
                 config.clone(),
@@ -204,6 +211,7 @@ impl Bridge {
             queues,
             clients,
             turns_done,
+            callbacks,
         };
         Self {
             state: AppState(Arc::new(app)),

@@ -13,10 +13,14 @@ pub struct EchoAgent;
 #[async_trait]
 impl Agent for EchoAgent {
     async fn run(&self, t: &AgentTurn) -> Result<String, AgentError> {
-        let sources = if t.context_sources.is_empty() {
+        let sources = if t.context_items.is_empty() {
             "none".to_string()
         } else {
-            t.context_sources.join(", ")
+            t.context_items
+                .iter()
+                .map(|i| i.author_label.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         Ok(format!(
             "(echo) {} received a request of {} chars; topic root: {}; thread context: {} item(s) from {}; \
@@ -24,7 +28,7 @@ impl Agent for EchoAgent {
             t.profile,
             t.request_text.chars().count(),
             if t.topic_root { "yes" } else { "no" },
-            t.context_sources.len(),
+            t.context_items.len(),
             sources,
             t.history,
             if t.quoted { "yes" } else { "no" },

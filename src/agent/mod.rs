@@ -1,14 +1,40 @@
 //! Agent backends: what a turn's prompt is handed to.
 
 mod echo;
+pub mod webhook;
 
 use async_trait::async_trait;
 pub use echo::EchoAgent;
 use serde::Serialize;
+pub use webhook::{PendingCallbacks, WebhookAgent};
 
-/// What an agent gets for one turn.
+/// Who asked.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnSender {
+    /// open_id.
+    pub open_id: String,
+    /// Display name, when known.
+    pub name: Option<String>,
+}
+
+/// One injected context item, as the agent gets it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContextItem {
+    /// `topic_root`, `human_message`, `agent_output`, …
+    pub item_type: String,
+    /// Source.
+    pub author_label: String,
+    /// Text as injected.
+    pub text: String,
+    /// Cut to the budget.
+    pub truncated: bool,
+}
+
+/// What an agent gets for one turn (the webhook backend posts exactly this).
 #[derive(Debug, Clone, Serialize)]
 pub struct AgentTurn {
+    /// Unique per turn; the webhook's `webhook-id`.
+    pub turn_id: String,
     /// Profile.
     pub profile: String,
     /// Session key.
@@ -23,12 +49,14 @@ pub struct AgentTurn {
     pub root_msg_id: String,
     /// Request message.
     pub message_id: String,
+    /// Who asked.
+    pub sender: TurnSender,
     /// The request text.
     pub request_text: String,
     /// The assembled prompt.
     pub prompt: String,
-    /// Sources of the injected context, oldest first (labels, not text).
-    pub context_sources: Vec<String>,
+    /// The injected thread and history items, oldest first.
+    pub context_items: Vec<ContextItem>,
     /// A topic root was injected.
     pub topic_root: bool,
     /// A quoted message was injected.
@@ -50,4 +78,47 @@ pub enum AgentError {
 pub trait Agent: Send + Sync {
     /// Runs one turn to its final answer.
     async fn run(&self, turn: &AgentTurn) -> Result<String, AgentError>;
+}
+
+/// Builds each profile's agent backend.
+pub fn backends(
+    config: &crate::config::Config,
+    http: &reqwest::Client,
+    pending: &std::sync::Arc<PendingCallbacks>,
+) -> std::collections::HashMap<String, std::sync::Arc<dyn Agent>> {
+    use crate::config::AgentKind;
+    config
+        .profiles
+        .iter()
+        .map(|p| {
+            let a = &p.agent;
+            let agent: std::sync::Arc<dyn Agent> = match (a.kind, &a.url, &a.secret) {
+                (AgentKind::Webhook, Some(url), Some(secret)) => {
+                    std::sync::Arc::new(WebhookAgent {
+                        http: http.clone(),
+                        url: url.clone(),
+                        secret: secret.clone(),
+                        timeout: std::time::Duration::from_secs(a.timeout_secs.max(1)),
+                        pending: pending.clone(),
+                    })
+                }
+                (AgentKind::Echo, _, _) => std::sync::Arc::new(EchoAgent),
+                (kind, _, _) => std::sync::Arc::new(Unavailable(kind.as_str())),
+            };
+            (p.name.clone(), agent)
+        })
+        .collect()
+}
+
+/// A backend this version cannot run: every turn gets a clear notice.
+struct Unavailable(&'static str);
+
+#[async_trait]
+impl Agent for Unavailable {
+    async fn run(&self, _turn: &AgentTurn) -> Result<String, AgentError> {
+        Err(AgentError::Failed(format!(
+            "the {} backend is not available in this version",
+            self.0
+        )))
+    }
 }

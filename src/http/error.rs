@@ -49,6 +49,11 @@ pub enum ApiError {
     /// 404: no such resource.
     #[error("{0}")]
     NotFound(String),
+    /// 404: no turn waits under this id.
+    #[error(
+        "no turn {0} is waiting for an answer (unknown, already answered, timed out or stopped)"
+    )]
+    UnknownTurn(String),
     /// 400: a query or path parameter is invalid.
     #[error("{0}")]
     BadRequest(String),
@@ -86,6 +91,7 @@ impl ApiError {
             Self::Unauthorized => "unauthorized",
             Self::RouteNotFound => "route_not_found",
             Self::NotFound(_) => "not_found",
+            Self::UnknownTurn(_) => "unknown_turn",
             Self::BadRequest(_) => "bad_request",
         }
     }
@@ -100,9 +106,10 @@ impl ApiError {
             Self::Undecryptable(_) | Self::MalformedJson(_) | Self::BadRequest(_) => {
                 StatusCode::BAD_REQUEST
             }
-            Self::UnknownProfile(_) | Self::RouteNotFound | Self::NotFound(_) => {
-                StatusCode::NOT_FOUND
-            }
+            Self::UnknownProfile(_)
+            | Self::RouteNotFound
+            | Self::NotFound(_)
+            | Self::UnknownTurn(_) => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }

@@ -1,6 +1,7 @@
 //! The HTTP layer: routes, extractors, errors, OpenAPI. Knows the app state; the
 //! protocol, store and context modules know nothing of HTTP.
 
+mod agent_callback;
 mod auth;
 mod error;
 mod explain;

@@ -23,6 +23,7 @@ use utoipa::{
         (name = "operations", description = "Health, status and metrics"),
         (name = "sessions", description = "Session mappings"),
         (name = "explain", description = "Why the bot did or did not answer"),
+        (name = "agents", description = "Callbacks from webhook agents"),
     )
 )]
 pub struct ApiDoc;

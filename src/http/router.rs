@@ -13,8 +13,8 @@ use utoipa::OpenApi;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
-    AppState, error, explain, explain_root, health, metrics, openapi::ApiDoc, sessions, status,
-    webhook,
+    AppState, agent_callback, error, explain, explain_root, health, metrics, openapi::ApiDoc,
+    sessions, status, webhook,
 };
 
 /// Every route, with its OpenAPI description (no state, no layers).
@@ -30,6 +30,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(sessions::get, sessions::reset))
         .routes(routes!(explain::message))
         .routes(routes!(explain_root::explain))
+        .routes(routes!(agent_callback::output))
 }
 
 /// The service: routes plus layers, bound to its state.

@@ -278,6 +278,8 @@ impl Pipeline {
                     message_id: msg.message_id.clone(),
                     parent_id: msg.parent_id.clone(),
                     request_text: content.text.clone(),
+                    sender_open_id: actor_id.clone(),
+                    sender_name: (author_label != actor_id).then(|| author_label.clone()),
                     history_scope,
                     workspace_mode: route.mode,
                 };

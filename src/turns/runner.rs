@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     agent::{Agent, AgentTurn, EchoAgent},
-    config::{AgentKind, Config, WorkspaceMode},
+    config::{Config, WorkspaceMode},
     context::{collector::token_estimate, explain::ExcludedItem, selector::truncate},
     feishu_api::FeishuClient,
     identity::Identities,
@@ -41,6 +41,10 @@ pub struct TurnJob {
     pub parent_id: Option<String>,
     /// Request text.
     pub request_text: String,
+    /// Sender open_id.
+    pub sender_open_id: String,
+    /// Sender display name, when known.
+    pub sender_name: Option<String>,
     /// History scope.
     pub history_scope: String,
     /// Workspace mode (`None` in private chats).
@@ -76,6 +80,7 @@ pub struct TurnRunner {
     pub(super) clients: HashMap<String, Arc<FeishuClient>>,
     outbound: Arc<dyn Outbound>,
     done: tokio::sync::broadcast::Sender<TurnDone>,
+    agents: HashMap<String, Arc<dyn Agent>>,
 }
 
 impl std::fmt::Debug for TurnRunner {
@@ -102,6 +107,7 @@ impl TurnRunner {
         clients: HashMap<String, Arc<FeishuClient>>,
         outbound: Arc<dyn Outbound>,
         done: tokio::sync::broadcast::Sender<TurnDone>,
+        agents: HashMap<String, Arc<dyn Agent>>,
     ) -> Self {
         Self {
             config,
@@ -110,6 +116,7 @@ impl TurnRunner {
             clients,
             outbound,
             done,
+            agents,
         }
     }
 
@@ -268,6 +275,11 @@ impl TurnRunner {
         }
 
         let turn = AgentTurn {
+            turn_id: format!("turn_{:032x}", rand::random::<u128>()),
+            sender: crate::agent::TurnSender {
+                open_id: job.sender_open_id.clone(),
+                name: job.sender_name.clone(),
+            },
             profile: job.profile.clone(),
             session_key: session.session_key.clone(),
             session_id: session.session_id.clone(),
@@ -277,28 +289,29 @@ impl TurnRunner {
             message_id: job.message_id.clone(),
             request_text: job.request_text.clone(),
             prompt,
-            context_sources: g
+            context_items: g
                 .thread
                 .selected
                 .iter()
-                .map(|s| s.author_label.clone())
+                .chain(&g.history.selected)
+                .map(|s| crate::agent::ContextItem {
+                    item_type: s.item_type.clone(),
+                    author_label: s.author_label.clone(),
+                    text: s.text.clone(),
+                    truncated: s.truncated,
+                })
                 .collect(),
             topic_root: g.topic_root.is_some(),
             quoted: g.quoted.is_some(),
             history: g.history.selected.len(),
         };
-        let kind = self
-            .config
-            .profile(&job.profile)
-            .map(|p| p.agent.kind)
-            .unwrap_or_default();
         let answer = tokio::select! {
             biased;
             () = cancel.cancelled() => {
                 self.notify(job, "Stopped.".into()).await?;
                 return Ok("stopped");
             }
-            a = self.agent_answer(kind, &turn) => a,
+            a = self.agent_answer(&turn) => a,
         };
         let answer = match answer {
             Ok(a) => a,
@@ -328,17 +341,10 @@ impl TurnRunner {
         Ok("answered")
     }
 
-    async fn agent_answer(
-        &self,
-        kind: AgentKind,
-        turn: &AgentTurn,
-    ) -> Result<String, crate::agent::AgentError> {
-        match kind {
-            AgentKind::Echo => EchoAgent.run(turn).await,
-            other => Err(crate::agent::AgentError::Failed(format!(
-                "the {} backend is not available in this version",
-                other.as_str()
-            ))),
+    async fn agent_answer(&self, turn: &AgentTurn) -> Result<String, crate::agent::AgentError> {
+        match self.agents.get(&turn.profile) {
+            Some(agent) => agent.run(turn).await,
+            None => EchoAgent.run(turn).await,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Integration tests: a real bridge over real HTTP on 127.0.0.1, real SQLite files and
 //! the real Postgres, with callbacks built by the real crypto.
 
+mod agents;
 mod cli;
 mod commands;
 mod context;

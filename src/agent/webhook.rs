@@ -1,0 +1,222 @@
+//! The `webhook` agent backend: the turn is POSTed to the operator's agent runtime,
+//! signed the Standard Webhooks way (`webhook-id`, `webhook-timestamp`,
+//! `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`).
+//!
+//! `200 {"output": …}` completes the turn. `202` means the answer comes later as a
+//! signed `POST /agent/{profile}/turns/{turn_id}/output`; the turn waits for it until
+//! `timeout_secs`.
+
+use std::{collections::HashMap, sync::Mutex, time::Duration};
+
+use async_trait::async_trait;
+use base64::{Engine, engine::general_purpose::STANDARD};
+use hmac::{Hmac, Mac};
+use secrecy::{ExposeSecret, SecretString};
+use sha2::Sha256;
+use tokio::sync::oneshot;
+
+use super::{Agent, AgentError, AgentTurn};
+use crate::util::now_secs;
+
+/// The signing key: a `whsec_`-prefixed secret is base64 (the Standard Webhooks
+/// convention); anything else is used as raw bytes.
+fn key_bytes(secret: &str) -> Vec<u8> {
+    match secret.strip_prefix("whsec_").map(|b| STANDARD.decode(b)) {
+        Some(Ok(bytes)) => bytes,
+        _ => secret.as_bytes().to_vec(),
+    }
+}
+
+/// `v1,<base64 signature>` of one message.
+pub fn sign(secret: &str, id: &str, timestamp: &str, body: &[u8]) -> String {
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(&key_bytes(secret)).expect("HMAC takes any key length");
+    mac.update(id.as_bytes());
+    mac.update(b".");
+    mac.update(timestamp.as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
+}
+
+/// Why a signed callback was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    /// Headers missing.
+    #[error("webhook-id, webhook-timestamp and webhook-signature are required")]
+    Missing,
+    /// Timestamp too far from now.
+    #[error("webhook-timestamp is outside the allowed window")]
+    Stale,
+    /// No signature matches.
+    #[error("webhook-signature does not match")]
+    Mismatch,
+}
+
+/// Verifies a Standard Webhooks signature header (several space-separated `v1,…`
+/// signatures may be present; one match suffices), in constant time, within 5 minutes.
+pub fn verify(
+    secret: &str,
+    id: Option<&str>,
+    timestamp: Option<&str>,
+    signatures: Option<&str>,
+    body: &[u8],
+) -> Result<(), SignatureError> {
+    let (Some(id), Some(ts), Some(sigs)) = (id, timestamp, signatures) else {
+        return Err(SignatureError::Missing);
+    };
+    let when: i64 = ts.trim().parse().map_err(|_| SignatureError::Stale)?;
+    if now_secs().abs_diff(when) > 300 {
+        return Err(SignatureError::Stale);
+    }
+    let expected = sign(secret, id, ts, body);
+    if sigs
+        .split_whitespace()
+        .any(|s| crate::protocol::crypto::ct_eq(s.as_bytes(), expected.as_bytes()))
+    {
+        Ok(())
+    } else {
+        Err(SignatureError::Mismatch)
+    }
+}
+
+/// Turns waiting for an asynchronous answer.
+#[derive(Debug, Default)]
+pub struct PendingCallbacks {
+    waiting: Mutex<HashMap<String, oneshot::Sender<String>>>,
+}
+
+impl PendingCallbacks {
+    fn register(&self, turn_id: &str) -> oneshot::Receiver<String> {
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(turn_id.to_string(), tx);
+        rx
+    }
+
+    fn forget(&self, turn_id: &str) {
+        self.lock().remove(turn_id);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<String>>> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hands an answer to its waiting turn; `false` when no turn waits under that id
+    /// (unknown, already answered, timed out or cancelled).
+    pub fn complete(&self, turn_id: &str, output: String) -> bool {
+        match self.lock().remove(turn_id) {
+            Some(tx) => tx.send(output).is_ok(),
+            None => false,
+        }
+    }
+}
+
+/// The webhook backend of one profile.
+pub struct WebhookAgent {
+    /// HTTP client.
+    pub http: reqwest::Client,
+    /// Endpoint.
+    pub url: String,
+    /// Signing secret.
+    pub secret: SecretString,
+    /// How long a turn may take, sync or async.
+    pub timeout: Duration,
+    /// Shared with the callback route.
+    pub pending: std::sync::Arc<PendingCallbacks>,
+}
+
+#[async_trait]
+impl Agent for WebhookAgent {
+    async fn run(&self, turn: &AgentTurn) -> Result<String, AgentError> {
+        let body = serde_json::to_vec(turn).map_err(|e| AgentError::Failed(e.to_string()))?;
+        let ts = now_secs().to_string();
+        let signature = sign(self.secret.expose_secret(), &turn.turn_id, &ts, &body);
+        // Registered before the request: an agent may call back before answering 202.
+        let answer = self.pending.register(&turn.turn_id);
+        let result = tokio::time::timeout(self.timeout, async {
+            let resp = self
+                .http
+                .post(&self.url)
+                .header("content-type", "application/json")
+                .header("webhook-id", &turn.turn_id)
+                .header("webhook-timestamp", &ts)
+                .header("webhook-signature", &signature)
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| {
+                    AgentError::Failed(format!("agent unreachable: {}", e.without_url()))
+                })?;
+            match resp.status().as_u16() {
+                200 => {
+                    let v: serde_json::Value = resp.json().await.map_err(|_| {
+                        AgentError::Failed("agent answered 200 without JSON".into())
+                    })?;
+                    v["output"].as_str().map(str::to_string).ok_or_else(|| {
+                        AgentError::Failed("agent answered 200 without an output".into())
+                    })
+                }
+                202 => answer
+                    .await
+                    .map_err(|_| AgentError::Failed("the agent's callback never came".into())),
+                other => Err(AgentError::Failed(format!("agent answered HTTP {other}"))),
+            }
+        })
+        .await;
+        self.pending.forget(&turn.turn_id);
+        match result {
+            Ok(r) => r,
+            Err(_) => Err(AgentError::Failed(format!(
+                "no answer within {} s",
+                self.timeout.as_secs()
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_verify_and_reject() {
+        let ts = now_secs().to_string();
+        let sig = sign("whsec_c2VjcmV0", "msg_1", &ts, b"{}");
+        assert!(
+            verify(
+                "whsec_c2VjcmV0",
+                Some("msg_1"),
+                Some(&ts),
+                Some(&format!("v1,bogus {sig}")),
+                b"{}"
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            verify(
+                "whsec_c2VjcmV0",
+                Some("msg_1"),
+                Some(&ts),
+                Some(&sig),
+                b"{ }"
+            ),
+            Err(SignatureError::Mismatch)
+        );
+        assert_eq!(
+            verify("whsec_c2VjcmV0", None, Some(&ts), Some(&sig), b"{}"),
+            Err(SignatureError::Missing)
+        );
+        assert_eq!(
+            verify(
+                "whsec_c2VjcmV0",
+                Some("msg_1"),
+                Some("1000"),
+                Some(&sig),
+                b"{}"
+            ),
+            Err(SignatureError::Stale)
+        );
+        // whsec_ secrets are base64: "c2VjcmV0" is "secret".
+        assert_eq!(sig, sign("secret", "msg_1", &ts, b"{}"));
+    }
+}

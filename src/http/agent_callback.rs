@@ -1,0 +1,89 @@
+//! `POST /agent/{profile}/turns/{turn_id}/output`: the asynchronous answer of a webhook
+//! agent that replied `202` to its turn, signed the same way as the turn.
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::{Path, State},
+    http::HeaderMap,
+};
+use secrecy::ExposeSecret;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{ApiError, AppState, ErrorBody};
+use crate::agent::webhook::{self, SignatureError};
+
+/// The agent's answer.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AgentOutput {
+    /// The final answer text.
+    pub output: String,
+}
+
+/// Accepted.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Accepted {
+    /// `accepted`.
+    pub status: &'static str,
+}
+
+/// Delivers a webhook agent's answer to its waiting turn.
+#[utoipa::path(post, path = "/agent/{profile}/turns/{turn_id}/output", tag = "agents",
+    params(
+        ("profile" = String, Path, description = "Profile name"),
+        ("turn_id" = String, Path, description = "The `turn_id` (and `webhook-id`) of the turn"),
+        ("webhook-id" = String, Header, description = "Message id (any unique string)"),
+        ("webhook-timestamp" = String, Header, description = "Unix seconds; within 5 minutes"),
+        ("webhook-signature" = String, Header, description = "`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the agent secret"),
+    ),
+    request_body(content = AgentOutput, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The turn got its answer", body = Accepted),
+        (status = 400, description = "`malformed_json`", body = ErrorBody),
+        (status = 401, description = "`bad_signature`", body = ErrorBody),
+        (status = 404, description = "`unknown_profile`, or `unknown_turn`: no turn waits under this id (unknown, answered, timed out or stopped)", body = ErrorBody),
+    ))]
+pub async fn output(
+    State(app): State<AppState>,
+    Path((profile, turn_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Accepted>, ApiError> {
+    let p = app
+        .config
+        .profile(&profile)
+        .ok_or_else(|| ApiError::UnknownProfile(profile.clone()))?;
+    let Some(secret) = p
+        .agent
+        .secret
+        .as_ref()
+        .filter(|s| !s.expose_secret().is_empty())
+    else {
+        return Err(ApiError::BadSignature("this profile has no agent secret"));
+    };
+    let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
+    webhook::verify(
+        secret.expose_secret(),
+        h("webhook-id"),
+        h("webhook-timestamp"),
+        h("webhook-signature"),
+        &body,
+    )
+    .map_err(|e| match e {
+        SignatureError::Missing => ApiError::BadSignature(
+            "webhook-id, webhook-timestamp and webhook-signature are required",
+        ),
+        SignatureError::Stale => {
+            ApiError::BadSignature("webhook-timestamp is outside the allowed window")
+        }
+        SignatureError::Mismatch => ApiError::BadSignature("webhook-signature does not match"),
+    })?;
+    let out: AgentOutput = serde_json::from_slice(&body)
+        .map_err(|_| ApiError::MalformedJson("expected {\"output\": \"…\"}".into()))?;
+    if app.callbacks.complete(&turn_id, out.output) {
+        Ok(Json(Accepted { status: "accepted" }))
+    } else {
+        Err(ApiError::UnknownTurn(turn_id))
+    }
+}
