@@ -15,19 +15,22 @@
 //! about 70% human messages recorded by `planner`, 20% agent outputs of `coder` and 10%
 //! requests (recorded without an item), 100 to 400 characters each, interleaved with as
 //! many events in each of 9 other threads of the same chat, so the event table holds ten
-//! times the thread and only the index keeps the read small. The turn's own request comes
-//! last. One decision, made from a real selection, is recorded for `explain_latest`.
-//! Postgres tables are then vacuumed and analyzed, as autovacuum would after the load.
-//! Every database is built (concurrently) before the first measurement, so nothing else
-//! runs while one is timed.
+//! times the thread. The turn's own request comes last. One decision, made from a real
+//! selection, is recorded for `explain_latest`. Postgres tables are then vacuumed and
+//! analyzed, as autovacuum would after the load. Every database is built (concurrently)
+//! before the first measurement, so nothing else runs while one is timed.
 //!
-//! Both reads are range scans with a `LIMIT`, so the 100,000 case should stay within
-//! twice the 100 case.
+//! Both reads are bounded by a `LIMIT`, so the 100,000 case should stay within twice the
+//! 100 case. SQLite walks the `(chat_id, root_msg_id, id)` index backwards. With only ten
+//! threads in the chat, the Postgres planner prefers walking the primary key backwards
+//! and filtering: cheap here because the measured thread is active up to the table's
+//! tail, not for a thread that went quiet while the others kept growing.
 //!
 //! Postgres comes from `FEISHU_BRIDGE_TEST_PG_URL` (default: the local server's `test`
 //! database); when it cannot be reached only SQLite is measured. Schemas are named
-//! `fbbench_<unix secs>_<random>` and dropped at the end; leftovers of interrupted runs
-//! older than two hours are dropped on the next run.
+//! `fbbench_<unix secs>_<random>` and dropped at the end, like the SQLite directories
+//! (`fbbench_…` in the temporary directory); leftovers of interrupted runs older than two
+//! hours are removed by the next run.
 //!
 //! Run with `cargo bench --bench selection` (add `-- sqlite` or `-- postgres` to measure
 //! one backend; the databases of the other are still built).
@@ -39,7 +42,7 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use feishu_bridge::{
     config::{DatabaseConfig, WorkspaceMode},
     context::{
@@ -79,7 +82,7 @@ const MAX_CHARS: usize = 24_000;
 const MAX_AGENT_OUTPUT_CHARS: usize = 20_000;
 
 const PG_DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-const SCHEMA_PREFIX: &str = "fbbench_";
+const PREFIX: &str = "fbbench_";
 
 const PEOPLE: [(&str, &str); 6] = [
     ("ou_84aad35d084aa403a838cf73ee18467a", "Li Wei"),
@@ -90,66 +93,32 @@ const PEOPLE: [(&str, &str); 6] = [
     ("ou_c0ffee00112233445566778899aabbcc", "Chen Jing"),
 ];
 
-const WORDS: [&str; 48] = [
-    "the",
-    "release",
-    "branch",
-    "build",
-    "deploy",
-    "staging",
-    "rollback",
-    "migration",
-    "index",
-    "query",
-    "latency",
-    "p99",
-    "went",
-    "up",
-    "after",
-    "we",
-    "merged",
-    "the",
-    "retry",
-    "patch",
-    "please",
-    "check",
-    "logs",
-    "worker",
-    "timeout",
-    "flaky",
-    "test",
-    "websocket",
-    "owner",
-    "tomorrow",
-    "before",
-    "freeze",
-    "agreed",
-    "plan",
-    "risk",
-    "customer",
-    "ticket",
-    "backfill",
-    "发布",
-    "需要",
-    "确认",
-    "回滚",
-    "方案",
-    "明天",
-    "上线",
-    "数据库",
-    "监控",
-    "告警",
-];
+/// What chat lines are made of.
+const WORDS: &str = "the release branch build deploy staging rollback migration index query \
+                     latency p99 went up after we merged the retry patch please check logs \
+                     worker timeout flaky test websocket owner tomorrow before freeze agreed \
+                     plan risk customer ticket backfill 发布 需要 确认 回滚 方案 明天 上线 \
+                     数据库 监控 告警";
 
 /// A small deterministic generator (xorshift64*), so every run writes the same data.
-struct Rng(u64);
+struct Rng {
+    state: u64,
+    words: Vec<&'static str>,
+}
 
 impl Rng {
+    fn new(seed: u64) -> Self {
+        Self {
+            state: seed | 1,
+            words: WORDS.split_whitespace().collect(),
+        }
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        self.state.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
     fn below(&mut self, n: usize) -> usize {
@@ -166,7 +135,8 @@ impl Rng {
                 out.push(if self.below(12) == 0 { '\n' } else { ' ' });
                 chars += 1;
             }
-            let w = WORDS[self.below(WORDS.len())];
+            let pick = self.below(self.words.len());
+            let w = self.words[pick];
             out.push_str(w);
             chars += w.chars().count();
         }
@@ -299,11 +269,7 @@ async fn postgres_reachable(base: &str) -> bool {
 impl PgSchema {
     /// Creates a fresh schema.
     async fn create(base: &str) -> Self {
-        let name = format!(
-            "{SCHEMA_PREFIX}{}_{:08x}",
-            unix_secs(),
-            rand::random::<u32>()
-        );
+        let name = format!("{PREFIX}{}_{:08x}", unix_secs(), rand::random::<u32>());
         pg_execute(base, &format!("CREATE SCHEMA {name}"))
             .await
             .expect("create schema");
@@ -363,13 +329,31 @@ async fn sweep_old_schemas(conn: &mut PgConnection) {
     let now = unix_secs();
     for name in names {
         let secs: Option<u64> = name
-            .strip_prefix(SCHEMA_PREFIX)
+            .strip_prefix(PREFIX)
             .and_then(|rest| rest.split('_').next())
             .and_then(|s| s.parse().ok());
         if secs.is_some_and(|s| s + 7200 < now) {
             let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
                 .execute(&mut *conn)
                 .await;
+        }
+    }
+}
+
+/// Removes `fbbench_` temporary directories older than two hours (interrupted runs: a
+/// SQLite database of the largest size takes more than a gigabyte).
+fn sweep_old_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    let old = Duration::from_secs(7200);
+    for entry in entries.flatten() {
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > old));
+        if stale && entry.file_name().to_string_lossy().starts_with(PREFIX) {
+            let _ = std::fs::remove_dir_all(entry.path());
         }
     }
 }
@@ -397,7 +381,7 @@ async fn open(url: String) -> Arc<dyn Store> {
 
 /// Writes the thread of `n` events, the noise threads and the request.
 async fn populate(store: &Arc<dyn Store>, n: usize, in_flight: usize) {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ n as u64);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15 ^ n as u64);
     let mut tasks = JoinSet::new();
     let mut batch = Vec::with_capacity(BATCH);
     let mut seq = 0i64;
@@ -554,7 +538,10 @@ fn query() -> Query<'static> {
 /// A fresh database of `n` thread events, populated, with one decision recorded.
 async fn fixture(backend: &'static str, n: usize) -> Fixture {
     let (url, dir, schema, in_flight) = if backend == "sqlite" {
-        let dir = tempfile::tempdir().expect("temp dir");
+        let dir = tempfile::Builder::new()
+            .prefix(PREFIX)
+            .tempdir()
+            .expect("temp dir");
         let url = format!("sqlite://{}", dir.path().join("bridge.db").display());
         // One writer per file.
         (url, Some(dir), None, 1)
@@ -611,6 +598,7 @@ async fn fixture(backend: &'static str, n: usize) -> Fixture {
 
 fn selection(c: &mut Criterion) {
     let rt = Runtime::new().expect("tokio runtime");
+    sweep_old_dirs();
     // Populating is bound by round trips, not by the CPU: build every database at once,
     // then measure with nothing else running.
     let started = Instant::now();
@@ -630,7 +618,7 @@ fn selection(c: &mut Criterion) {
         while let Some(f) = builds.join_next().await {
             fixtures.push(f.expect("build task"));
         }
-        fixtures.sort_by_key(|f| (f.backend, f.n));
+        fixtures.sort_by_key(|f| (f.backend != "sqlite", f.n));
         if backends.contains(&"postgres") {
             // Flush the load now rather than in the background of the measurements.
             if let Err(e) = pg_execute(&base, "CHECKPOINT").await {
@@ -641,18 +629,25 @@ fn selection(c: &mut Criterion) {
     });
     eprintln!("databases built in {:.1?}", started.elapsed());
 
+    let mut group = c.benchmark_group("select_assemble");
     for f in &fixtures {
-        let (backend, n, store) = (f.backend, f.n, f.store.as_ref());
-        c.bench_function(&format!("select_assemble/{backend}/{n}"), |b| {
+        let store = f.store.as_ref();
+        group.bench_function(BenchmarkId::new(f.backend, f.n), |b| {
             b.iter(|| rt.block_on(select_and_assemble(black_box(store))));
         });
-        c.bench_function(&format!("explain_latest/{backend}/{n}"), |b| {
+    }
+    group.finish();
+    let mut group = c.benchmark_group("explain_latest");
+    for f in &fixtures {
+        let store = f.store.as_ref();
+        group.bench_function(BenchmarkId::new(f.backend, f.n), |b| {
             b.iter(|| {
                 rt.block_on(explain::load(black_box(store), &query()))
                     .expect("explain")
             });
         });
     }
+    group.finish();
     // Stores close and schemas are dropped before the runtime goes.
     drop(fixtures);
 }
