@@ -4,13 +4,20 @@
 pub(crate) const CANDIDATE_COLUMNS: &str = "i.id AS item_id, e.id AS event_id, i.item_type, \
      e.bot_profile, e.bridge_id, e.message_id, i.author_label, i.text, i.truncated, e.recalled";
 
+/// The thread's newest items. The thread is selected with row-value ranges rather than
+/// equalities, and ordered by the full `(chat_id, root_msg_id, id)` key: only the
+/// thread index can deliver that order, so a planner cannot walk the primary key
+/// backwards and filter (fast for a busy thread, but a scan of everything written since
+/// for a thread that went quiet). The two ranges together mean exactly
+/// `chat_id = $2 AND root_msg_id = $3`.
 pub(crate) fn thread_candidates() -> String {
     format!(
         "SELECT {CANDIDATE_COLUMNS} FROM thread_context_events e \
          JOIN thread_context_items i ON i.event_id = e.id \
-         WHERE e.chat_id = $2 AND e.root_msg_id = $3 \
+         WHERE (e.chat_id, e.root_msg_id) >= ($2, $3) \
+           AND (e.chat_id, e.root_msg_id, e.id) <= ($2, $3, 9223372036854775807) \
            AND (e.bot_profile = $1 OR e.event_type = 'agent_output') \
-         ORDER BY e.id DESC LIMIT $4"
+         ORDER BY e.chat_id DESC, e.root_msg_id DESC, e.id DESC LIMIT $4"
     )
 }
 
