@@ -20,6 +20,11 @@ use feishu_bridge::protocol::{
     verify,
 };
 
+#[path = "../bench/sample_event.rs"]
+mod sample_event;
+
+use sample_event::{Sample, sample_event};
+
 const ENCRYPT_KEY: &str = "kx9Vq2LmT7pR4sW1";
 const TOKEN: &str = "rvaYgkND1GOiu5MM0E1rncYC6PLtF7JV";
 const TIMESTAMP: &str = "1735689601";
@@ -28,70 +33,23 @@ const NONCE: &str = "1483022615";
 /// A group text message that @-mentions the bot and one person, with a paragraph of
 /// text: about 1.5 KB of plaintext, which is typical for a chat message callback.
 fn plaintext() -> String {
-    let text = "@_user_1 @_user_2 please run the integration tests on the release branch \
-                again, the flaky websocket case failed twice this morning. If it fails \
-                again, collect the server and worker logs and summarise what changed \
-                since yesterday's green build. 谢谢! 发布前需要确认。";
-    let content = serde_json::json!({ "text": text }).to_string();
-    serde_json::json!({
-        "schema": "2.0",
-        "header": {
-            "event_id": "5e3702a84e847582be8db7fb73283c02",
-            "token": TOKEN,
-            "create_time": "1735689600123",
-            "event_type": "im.message.receive_v1",
-            "tenant_key": "2ca1d211f64f6438",
-            "app_id": "cli_a1b2c3d4e5f60718"
-        },
-        "event": {
-            "sender": {
-                "sender_id": {
-                    "union_id": "on_8ed6aa67826108097d9ee143816345aa",
-                    "user_id": "e33ggbyz",
-                    "open_id": "ou_84aad35d084aa403a838cf73ee18467a"
-                },
-                "sender_type": "user",
-                "tenant_key": "2ca1d211f64f6438"
-            },
-            "message": {
-                "message_id": "om_5ce6d572455d361153b7cb51da133945",
-                "root_id": "om_1a2b3c4d5e6f708192a3b4c5d6e7f809",
-                "parent_id": "om_1a2b3c4d5e6f708192a3b4c5d6e7f809",
-                "create_time": "1735689599876",
-                "update_time": "1735689599876",
-                "chat_id": "oc_5ce6d572455d361153b7aa51da133945",
-                "thread_id": "omt_1a2b3c4d5e6f7081",
-                "chat_type": "group",
-                "message_type": "text",
-                "content": content,
-                "mentions": [
-                    {
-                        "key": "@_user_1",
-                        "id": {
-                            "union_id": "on_1f2e3d4c5b6a79880716253443526170",
-                            "user_id": "",
-                            "open_id": "ou_0b7f2c3d4e5f60718293a4b5c6d7e8f9"
-                        },
-                        "mentioned_type": "bot",
-                        "name": "Bridge Bot",
-                        "tenant_key": "2ca1d211f64f6438"
-                    },
-                    {
-                        "key": "@_user_2",
-                        "id": {
-                            "union_id": "on_9a8b7c6d5e4f30211203948576abcdef",
-                            "user_id": "5d7f2a1c",
-                            "open_id": "ou_7e6d5c4b3a29180716253443526170ab"
-                        },
-                        "mentioned_type": "user",
-                        "name": "Li Wei",
-                        "tenant_key": "2ca1d211f64f6438"
-                    }
-                ]
-            }
-        }
+    sample_event(&Sample {
+        event_id: "5e3702a84e847582be8db7fb73283c02",
+        message_id: "om_5ce6d572455d361153b7cb51da133945",
+        chat_id: "oc_5ce6d572455d361153b7aa51da133945",
+        sender: (
+            "on_8ed6aa67826108097d9ee143816345aa",
+            "e33ggbyz",
+            "ou_84aad35d084aa403a838cf73ee18467a",
+        ),
+        token: TOKEN,
+        app_id: "cli_a1b2c3d4e5f60718",
+        create_time_ms: "1735689600123",
+        text: "@_user_1 @_user_2 please run the integration tests on the release branch \
+               again, the flaky websocket case failed twice this morning. If it fails \
+               again, collect the server and worker logs and summarise what changed \
+               since yesterday's green build. 谢谢! 发布前需要确认。",
     })
-    .to_string()
 }
 
 struct Fixture {

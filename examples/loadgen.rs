@@ -25,7 +25,11 @@ use std::{
 
 use feishu_bridge::protocol::crypto::{self, AesKey};
 use rand::Rng;
-use serde_json::json;
+
+#[path = "../bench/sample_event.rs"]
+mod sample_event;
+
+use sample_event::{Sample, sample_event};
 
 const USAGE: &str = "usage: loadgen --count N --encrypt-key KEY --token TOKEN --out FILE \
                      [--app-id APP_ID]";
@@ -109,69 +113,22 @@ impl Ids {
 
 fn plaintext(ids: &Ids, token: &str, app_id: &str, now_ms: u128) -> String {
     let id = ids.hex();
-    let text = TEXTS[(ids.seq % TEXTS.len() as u64) as usize];
     let chat = ids.seq % 16;
     let sender = ids.seq % 64;
-    let content = json!({ "text": text }).to_string();
-    json!({
-        "schema": "2.0",
-        "header": {
-            "event_id": id,
-            "token": token,
-            "create_time": now_ms.to_string(),
-            "event_type": "im.message.receive_v1",
-            "tenant_key": "2ca1d211f64f6438",
-            "app_id": app_id
-        },
-        "event": {
-            "sender": {
-                "sender_id": {
-                    "union_id": format!("on_8ed6aa67826108097d9ee1438163{sender:04x}"),
-                    "user_id": format!("u{sender:07x}"),
-                    "open_id": format!("ou_84aad35d084aa403a838cf73ee18{sender:04x}")
-                },
-                "sender_type": "user",
-                "tenant_key": "2ca1d211f64f6438"
-            },
-            "message": {
-                "message_id": format!("om_{id}"),
-                "root_id": "om_1a2b3c4d5e6f708192a3b4c5d6e7f809",
-                "parent_id": "om_1a2b3c4d5e6f708192a3b4c5d6e7f809",
-                "create_time": now_ms.to_string(),
-                "update_time": now_ms.to_string(),
-                "chat_id": format!("oc_5ce6d572455d361153b7aa51da13{chat:04x}"),
-                "thread_id": "omt_1a2b3c4d5e6f7081",
-                "chat_type": "group",
-                "message_type": "text",
-                "content": content,
-                "mentions": [
-                    {
-                        "key": "@_user_1",
-                        "id": {
-                            "union_id": "on_1f2e3d4c5b6a79880716253443526170",
-                            "user_id": "",
-                            "open_id": "ou_0b7f2c3d4e5f60718293a4b5c6d7e8f9"
-                        },
-                        "mentioned_type": "bot",
-                        "name": "Bridge Bot",
-                        "tenant_key": "2ca1d211f64f6438"
-                    },
-                    {
-                        "key": "@_user_2",
-                        "id": {
-                            "union_id": "on_9a8b7c6d5e4f30211203948576abcdef",
-                            "user_id": "5d7f2a1c",
-                            "open_id": "ou_7e6d5c4b3a29180716253443526170ab"
-                        },
-                        "mentioned_type": "user",
-                        "name": "Li Wei",
-                        "tenant_key": "2ca1d211f64f6438"
-                    }
-                ]
-            }
-        }
+    sample_event(&Sample {
+        event_id: &id,
+        message_id: &format!("om_{id}"),
+        chat_id: &format!("oc_5ce6d572455d361153b7aa51da13{chat:04x}"),
+        sender: (
+            &format!("on_8ed6aa67826108097d9ee1438163{sender:04x}"),
+            &format!("u{sender:07x}"),
+            &format!("ou_84aad35d084aa403a838cf73ee18{sender:04x}"),
+        ),
+        token,
+        app_id,
+        create_time_ms: &now_ms.to_string(),
+        text: TEXTS[(ids.seq % TEXTS.len() as u64) as usize],
     })
-    .to_string()
 }
 
 fn run(args: &Args) -> std::io::Result<()> {

@@ -54,9 +54,6 @@ pub enum ApiError {
         "no turn {0} is waiting for an answer (unknown, already answered, timed out or stopped)"
     )]
     UnknownTurn(String),
-    /// 400: a query or path parameter is invalid.
-    #[error("{0}")]
-    BadRequest(String),
 }
 
 /// The error body.
@@ -92,7 +89,6 @@ impl ApiError {
             Self::RouteNotFound => "route_not_found",
             Self::NotFound(_) => "not_found",
             Self::UnknownTurn(_) => "unknown_turn",
-            Self::BadRequest(_) => "bad_request",
         }
     }
 
@@ -103,9 +99,7 @@ impl ApiError {
             | Self::BadToken
             | Self::StaleTimestamp(_)
             | Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Undecryptable(_) | Self::MalformedJson(_) | Self::BadRequest(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            Self::Undecryptable(_) | Self::MalformedJson(_) => StatusCode::BAD_REQUEST,
             Self::UnknownProfile(_)
             | Self::RouteNotFound
             | Self::NotFound(_)

@@ -115,14 +115,30 @@ pub async fn get(
     Path(key): Path<String>,
     Query(q): Query<ProfileQuery>,
 ) -> Result<Json<SessionBody>, ApiError> {
-    let profile = super::profile_or_first(&app, q.profile)?;
-    let row = app
+    let (_, row) = find(&app, q.profile, &key).await?;
+    Ok(Json(row.into()))
+}
+
+/// The profile (named or first) and its session under `key`, or the right 404.
+async fn find(
+    app: &AppState,
+    profile: Option<String>,
+    key: &str,
+) -> Result<(String, SessionRow), ApiError> {
+    let profile = super::profile_or_first(app, profile)?;
+    match app
         .store
-        .session(&profile, &key)
+        .session(&profile, key)
         .await
-        .map_err(ApiError::store)?;
-    row.map(|r| Json(r.into()))
-        .ok_or_else(|| ApiError::NotFound(format!("no session {key:?} for profile {profile:?}")))
+        .map_err(ApiError::store)?
+    {
+        Some(row) => Ok((profile, row)),
+        None => Err(no_session(key, &profile)),
+    }
+}
+
+fn no_session(key: &str, profile: &str) -> ApiError {
+    ApiError::NotFound(format!("no session {key:?} for profile {profile:?}"))
 }
 
 /// Resets a session: a new `session_id`, and its history scope cleared (like `/new`).
@@ -139,17 +155,7 @@ pub async fn reset(
     Path(key): Path<String>,
     Query(q): Query<ProfileQuery>,
 ) -> Result<Json<SessionBody>, ApiError> {
-    let profile = super::profile_or_first(&app, q.profile)?;
-    let current = app
-        .store
-        .session(&profile, &key)
-        .await
-        .map_err(ApiError::store)?;
-    let Some(current) = current else {
-        return Err(ApiError::NotFound(format!(
-            "no session {key:?} for profile {profile:?}"
-        )));
-    };
+    let (profile, current) = find(&app, q.profile, &key).await?;
     let row = app
         .store
         .reset_session(
@@ -162,5 +168,5 @@ pub async fn reset(
         .await
         .map_err(ApiError::store)?;
     row.map(|r| Json(r.into()))
-        .ok_or_else(|| ApiError::NotFound(format!("no session {key:?} for profile {profile:?}")))
+        .ok_or_else(|| no_session(&key, &profile))
 }

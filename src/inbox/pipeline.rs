@@ -148,11 +148,6 @@ impl Pipeline {
             bot.as_deref(),
         );
         let now = now_ms();
-        if !content.names.is_empty() {
-            self.store
-                .remember_names(profile_name, &content.names, now)
-                .await?;
-        }
         let place = Place::of(
             &msg.chat_id,
             &msg.chat_type,
@@ -247,6 +242,7 @@ impl Pipeline {
                 history_scope: history_scope.clone(),
                 now,
             }),
+            names: content.names.clone(),
             purge_before: self.purge_due(),
         };
         let session = self.store.apply_route(&write).await?;

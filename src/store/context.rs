@@ -162,6 +162,8 @@ pub struct RouteWrite {
     pub events: Vec<NewContextEvent>,
     /// The session to create or touch, for invocations.
     pub session: Option<NewSession>,
+    /// Display names learned from the message's mentions: `(open_id, name)`.
+    pub names: Vec<(String, String)>,
     /// When set, events (and finished inbox rows, verdicts, replies) older than this
     /// Unix ms are purged in the same transaction.
     pub purge_before: Option<i64>,
@@ -255,13 +257,6 @@ pub trait ContextStore: Send + Sync + 'static {
     /// Marks a message recalled everywhere and removes its text from the database
     /// (event log, items, inbox payload); returns how many event-log records it had.
     async fn recall(&self, message_id: &str, chat_id: &str, now: i64) -> Result<u64, StoreError>;
-    /// Remembers display names learned from mentions.
-    async fn remember_names(
-        &self,
-        profile: &str,
-        names: &[(String, String)],
-        now: i64,
-    ) -> Result<(), StoreError>;
     /// A remembered display name.
     async fn name_of(&self, profile: &str, open_id: &str) -> Result<Option<String>, StoreError>;
     /// Verdicts for a message, optionally of one profile.

@@ -14,6 +14,10 @@ INSERT INTO thread_context_items
     (event_id, item_type, role, author_label, text, token_estimate, truncated, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 
+pub(crate) const UPSERT_NAME: &str = "\
+INSERT INTO user_names (profile, open_id, name, updated_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (profile, open_id) DO UPDATE SET name = excluded.name, updated_at = excluded.updated_at";
+
 pub(crate) const INSERT_VERDICT: &str = "\
 INSERT INTO routing_verdicts (profile, message_id, chat_id, verdict, reason, session_key, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -169,6 +173,15 @@ macro_rules! impl_context_store {
                         }
                     }
                     $crate::store::context_sql::insert_events!(&mut *tx, &w.events);
+                    for (open_id, name) in &w.names {
+                        sqlx::query(sql::UPSERT_NAME)
+                            .bind(&w.verdict.profile)
+                            .bind(open_id)
+                            .bind(name)
+                            .bind(w.verdict.created_at)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
                     let v = &w.verdict;
                     sqlx::query(sql::INSERT_VERDICT)
                         .bind(&v.profile)
@@ -244,32 +257,6 @@ macro_rules! impl_context_store {
                     let done = sqlx::query(sql::RECALL[4]).bind(message_id).execute(&mut *tx).await?;
                     tx.commit().await?;
                     Ok(done.rows_affected())
-                })
-                .await
-            }
-
-            async fn remember_names(
-                &self,
-                profile: &str,
-                names: &[(String, String)],
-                now: i64,
-            ) -> Result<(), $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let mut tx = self.pool.begin().await?;
-                    for (open_id, name) in names {
-                        sqlx::query(
-                            "INSERT INTO user_names (profile, open_id, name, updated_at) VALUES ($1, $2, $3, $4) \
-                             ON CONFLICT (profile, open_id) DO UPDATE SET name = excluded.name, updated_at = excluded.updated_at",
-                        )
-                        .bind(profile)
-                        .bind(open_id)
-                        .bind(name)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                    }
-                    tx.commit().await?;
-                    Ok(())
                 })
                 .await
             }

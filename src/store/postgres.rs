@@ -47,11 +47,6 @@ impl PgStore {
             .map_err(|_| StoreError::Timeout(timeout))??;
         Ok(Self { pool, timeout })
     }
-
-    /// The underlying pool (for tests and tools).
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
 }
 
 /// Concurrent claimers (other workers, other replicas) skip each other's rows.

@@ -38,11 +38,6 @@ impl SqliteStore {
             .await?;
         Ok(Self { pool, timeout })
     }
-
-    /// The underlying pool (for tests and tools).
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
 }
 
 /// SQLite serialises writers and one process owns the file, so the claim's

@@ -279,6 +279,7 @@ fn write(
         },
         events,
         session: None,
+        names: Vec::new(),
         purge_before,
     }
 }
