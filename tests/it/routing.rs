@@ -354,6 +354,15 @@ async fn dms_stay_private(db: TestDb) {
         ("ignored".into(), "dm_disabled".into())
     );
     app.stop().await.expect("clean stop");
+
+    let mut app = TestApp::spawn(config(&config_toml(&db, "group_enabled = false"))).await;
+    app.route(&Msg::group("om_g", "anyone?").at_bot()).await;
+    assert_eq!(
+        app.verdict("planner", "om_g").await,
+        ("ignored".into(), "group_disabled".into())
+    );
+    assert!(app.recorded("planner", "om_g").await.is_empty());
+    app.stop().await.expect("clean stop");
 }
 both_backends!(
     private_chats_never_enter_workspace_context,
