@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 
-use super::{Agent, AgentError, AgentTurn};
+use super::{Agent, AgentError, AgentTurn, Partial};
 
 /// The echo agent.
 #[derive(Debug, Default, Clone, Copy)]
@@ -12,7 +12,7 @@ pub struct EchoAgent;
 
 #[async_trait]
 impl Agent for EchoAgent {
-    async fn run(&self, t: &AgentTurn) -> Result<String, AgentError> {
+    async fn run(&self, t: &AgentTurn, _partial: &Partial) -> Result<String, AgentError> {
         let sources = if t.context_items.is_empty() {
             "none".to_string()
         } else {

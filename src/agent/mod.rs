@@ -63,7 +63,24 @@ pub struct AgentTurn {
     pub quoted: bool,
     /// Pending group messages injected.
     pub history: usize,
+    /// The session's earlier finished turns, oldest first (for backends that keep a
+    /// conversation; the webhook body does not carry them).
+    #[serde(skip)]
+    pub earlier: Vec<PastTurn>,
 }
+
+/// One earlier turn of the same session: what was asked and what the agent answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PastTurn {
+    /// The request text.
+    pub request: String,
+    /// The recorded answer.
+    pub output: String,
+}
+
+/// Where a streaming backend publishes the answer as it grows: the whole text so far,
+/// each time. Non-streaming backends leave it alone.
+pub type Partial = tokio::sync::watch::Sender<String>;
 
 /// Why an agent produced no answer.
 #[derive(Debug, thiserror::Error)]
@@ -76,8 +93,14 @@ pub enum AgentError {
 /// An agent backend.
 #[async_trait]
 pub trait Agent: Send + Sync {
-    /// Runs one turn to its final answer.
-    async fn run(&self, turn: &AgentTurn) -> Result<String, AgentError>;
+    /// Runs one turn to its final answer, publishing partial text to `partial` when the
+    /// backend streams.
+    async fn run(&self, turn: &AgentTurn, partial: &Partial) -> Result<String, AgentError>;
+
+    /// Whether answers arrive in pieces (the reply is then a card updated as they do).
+    fn streams(&self) -> bool {
+        false
+    }
 }
 
 /// Builds each profile's agent backend.
@@ -115,7 +138,7 @@ struct Unavailable(&'static str);
 
 #[async_trait]
 impl Agent for Unavailable {
-    async fn run(&self, _turn: &AgentTurn) -> Result<String, AgentError> {
+    async fn run(&self, _turn: &AgentTurn, _partial: &Partial) -> Result<String, AgentError> {
         Err(AgentError::Failed(format!(
             "the {} backend is not available in this version",
             self.0

@@ -15,7 +15,7 @@ use secrecy::{ExposeSecret, SecretString};
 use sha2::Sha256;
 use tokio::sync::oneshot;
 
-use super::{Agent, AgentError, AgentTurn};
+use super::{Agent, AgentError, AgentTurn, Partial};
 use crate::util::now_secs;
 
 /// The signing key: a `whsec_`-prefixed secret is base64 (the Standard Webhooks
@@ -127,7 +127,7 @@ pub struct WebhookAgent {
 
 #[async_trait]
 impl Agent for WebhookAgent {
-    async fn run(&self, turn: &AgentTurn) -> Result<String, AgentError> {
+    async fn run(&self, turn: &AgentTurn, _partial: &Partial) -> Result<String, AgentError> {
         let body = serde_json::to_vec(turn).map_err(|e| AgentError::Failed(e.to_string()))?;
         let ts = now_secs().to_string();
         let signature = sign(self.secret.expose_secret(), &turn.turn_id, &ts, &body);

@@ -304,6 +304,7 @@ impl TurnRunner {
             topic_root: g.topic_root.is_some(),
             quoted: g.quoted.is_some(),
             history: g.history.selected.len(),
+            earlier: Vec::new(),
         };
         let answer = tokio::select! {
             biased;
@@ -342,9 +343,10 @@ impl TurnRunner {
     }
 
     async fn agent_answer(&self, turn: &AgentTurn) -> Result<String, crate::agent::AgentError> {
+        let (partial, _) = tokio::sync::watch::channel(String::new());
         match self.agents.get(&turn.profile) {
-            Some(agent) => agent.run(turn).await,
-            None => EchoAgent.run(turn).await,
+            Some(agent) => agent.run(turn, &partial).await,
+            None => EchoAgent.run(turn, &partial).await,
         }
     }
 
