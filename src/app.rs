@@ -22,7 +22,7 @@ use crate::{
     session_queue::SessionQueues,
     store::{self, Store},
     telemetry::Metrics,
-    turns::{TurnDone, TurnRunner},
+    turns::{RunnerParts, TurnDone, TurnRunner},
 };
 
 /// One profile's callback credentials, with the AES key derived once at start.
@@ -103,6 +103,7 @@ pub struct Bridge {
     state: AppState,
     worker_stop: CancellationToken,
     committer_stop: CancellationToken,
+    turns_stop: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -165,23 +166,25 @@ impl Bridge {
         let callbacks = Arc::new(PendingCallbacks::default());
         // The agent client has no overall timeout: each backend bounds its own turns.
         let agent_http = reqwest::Client::builder().build().unwrap_or_default();
+        let turns_stop = CancellationToken::new();
         if config.worker.enabled {
-            let turns = TurnRunner::new(
-                config.clone(),
-                store.clone(),
-                identities.clone(),
-                clients.clone(),
-                outbound.clone(),
-                turns_done.clone(),
-                crate::agent::backends(&config, &agent_http, &callbacks),
-            );
+            let turns = Arc::new(TurnRunner::new(RunnerParts {
+                config: config.clone(),
+                store: store.clone(),
+                identities: identities.clone(),
+                clients: clients.clone(),
+                outbound: outbound.clone(),
+                done: turns_done.clone(),
+                agents: crate::agent::backends(&config, &agent_http, &callbacks),
+                shutdown: turns_stop.clone(),
+            }));
             let pipeline = Pipeline::new(
                 config.clone(),
                 store.clone(),
                 identities.clone(),
                 queues.clone(),
                 outbound,
-                Arc::new(turns),
+                turns.clone(),
             );
             let worker = Worker {
                 store: store.clone(),
@@ -192,7 +195,15 @@ impl Bridge {
                 processed: processed.clone(),
                 stop: worker_stop.clone(),
             };
-            tasks.push(tokio::spawn(worker.run()));
+            // Unfinished turns of an earlier run are queued before any new event is
+            // processed, so each session keeps its order.
+            let recovery_queues = queues.clone();
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = turns.recover(&recovery_queues).await {
+                    tracing::error!(error = %e, "unfinished turns could not be read; they will be picked up at the next start");
+                }
+                worker.run().await;
+            }));
         }
         let profiles = config
             .profiles
@@ -217,6 +228,7 @@ impl Bridge {
             state: AppState(Arc::new(app)),
             worker_stop,
             committer_stop,
+            turns_stop,
             tasks,
         }
     }
@@ -263,6 +275,7 @@ impl Bridge {
     pub async fn stop(self, grace: Duration) {
         self.worker_stop.cancel();
         self.committer_stop.cancel();
+        self.turns_stop.cancel();
         self.state.queues.cancel_all();
         if tokio::time::timeout(grace, self.state.queues.idle())
             .await

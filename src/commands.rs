@@ -102,6 +102,7 @@ pub async fn execute(
             reply_to: Some(call.message_id.to_string()),
             kind: "command_reply",
             text,
+            turn_id: None,
         })
         .await
         .map(|_| ())

@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod app;
+pub mod card_actions;
 pub mod cli;
 pub mod commands;
 pub mod config;

@@ -25,6 +25,26 @@ pub struct Reply {
     pub kind: &'static str,
     /// Text.
     pub text: String,
+    /// The turn it belongs to: its parts' uuids derive from it, so a reply re-sent
+    /// after a restart posts at most once.
+    pub turn_id: Option<String>,
+}
+
+/// A card to post (answers of streaming backends).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CardReply {
+    /// Sending profile.
+    pub profile: String,
+    /// Chat.
+    pub chat_id: String,
+    /// The message replied to.
+    pub reply_to: Option<String>,
+    /// The turn it belongs to (its uuid derives from it).
+    pub turn_id: String,
+    /// Card JSON.
+    pub card: serde_json::Value,
+    /// The card's text, for the record.
+    pub text: String,
 }
 
 /// Why a reply did not go out.
@@ -44,6 +64,17 @@ pub trait Outbound: Send + Sync {
     /// Sends (or records) one reply; returns the sent message's id (`rec_<n>` when it
     /// was only recorded).
     async fn send(&self, reply: Reply) -> Result<String, OutboundError>;
+    /// Posts a card; returns its message id.
+    async fn send_card(&self, card: CardReply) -> Result<String, OutboundError>;
+    /// Replaces a posted card's content (`text` is its text, for the record).
+    async fn update_card(
+        &self,
+        profile: &str,
+        chat_id: &str,
+        message_id: &str,
+        card: &serde_json::Value,
+        text: &str,
+    ) -> Result<(), OutboundError>;
 }
 
 /// Records replies in `outbound_messages` and logs that it did (without the text).
@@ -74,6 +105,38 @@ impl Outbound for RecordingOutbound {
             .await?;
         tracing::info!(profile = %reply.profile, chat_id = %reply.chat_id, reply_to = ?reply.reply_to, kind = reply.kind, outbound_id = id, "reply recorded");
         Ok(format!("rec_{id}"))
+    }
+
+    async fn send_card(&self, card: CardReply) -> Result<String, OutboundError> {
+        self.send(Reply {
+            profile: card.profile,
+            chat_id: card.chat_id,
+            reply_to: card.reply_to,
+            kind: "card",
+            text: card.text,
+            turn_id: Some(card.turn_id),
+        })
+        .await
+    }
+
+    async fn update_card(
+        &self,
+        profile: &str,
+        chat_id: &str,
+        message_id: &str,
+        _card: &serde_json::Value,
+        text: &str,
+    ) -> Result<(), OutboundError> {
+        self.send(Reply {
+            profile: profile.to_string(),
+            chat_id: chat_id.to_string(),
+            reply_to: Some(message_id.to_string()),
+            kind: "card_update",
+            text: text.to_string(),
+            turn_id: None,
+        })
+        .await
+        .map(|_| ())
     }
 }
 
@@ -128,8 +191,9 @@ impl Pacer {
     }
 }
 
-/// A uuid for one part of one reply: the same reply retried gets the same uuid, so
-/// Feishu posts it at most once.
+/// A uuid for one part of one reply: derived from the turn (or, for replies outside a
+/// turn, from what is replied to), so the same reply retried — even by another process
+/// after a restart — gets the same uuid, and Feishu posts it at most once.
 fn part_uuid(reply: &Reply, part: usize) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
@@ -137,6 +201,7 @@ fn part_uuid(reply: &Reply, part: usize) -> String {
         &reply.profile,
         &reply.chat_id,
         reply.reply_to.as_deref().unwrap_or(""),
+        reply.turn_id.as_deref().unwrap_or(""),
         reply.kind,
     ] {
         h.update(piece.as_bytes());
@@ -149,14 +214,9 @@ fn part_uuid(reply: &Reply, part: usize) -> String {
 #[async_trait]
 impl Outbound for FeishuOutbound {
     async fn send(&self, reply: Reply) -> Result<String, OutboundError> {
-        let profile = self.config.profile(&reply.profile);
-        let client = self.clients.get(&reply.profile).filter(|c| c.can_send());
-        let (Some(profile), Some(client)) = (profile, client) else {
+        let Some(client) = self.sender(&reply.profile) else {
             return self.recording.send(reply).await;
         };
-        if profile.dry_run {
-            return self.recording.send(reply).await;
-        }
         let mut first = None;
         for (i, part) in crate::feishu_api::reply::split(
             &reply.text,
@@ -181,5 +241,60 @@ impl Outbound for FeishuOutbound {
             first.get_or_insert(id);
         }
         Ok(first.unwrap_or_default())
+    }
+
+    async fn send_card(&self, card: CardReply) -> Result<String, OutboundError> {
+        let Some(client) = self.sender(&card.profile) else {
+            return self.recording.send_card(card).await;
+        };
+        self.pacer.wait(&card.chat_id).await;
+        let uuid = part_uuid(
+            &Reply {
+                profile: card.profile.clone(),
+                chat_id: card.chat_id.clone(),
+                reply_to: card.reply_to.clone(),
+                kind: "card",
+                text: String::new(),
+                turn_id: Some(card.turn_id.clone()),
+            },
+            0,
+        );
+        let sent = match &card.reply_to {
+            Some(m) => client.reply_card(m, &card.card, &uuid).await,
+            None => client.send_card(&card.chat_id, &card.card, &uuid).await,
+        };
+        let id = sent.map_err(OutboundError::Api)?;
+        self.recording.send_card(card).await?;
+        Ok(id)
+    }
+
+    async fn update_card(
+        &self,
+        profile: &str,
+        chat_id: &str,
+        message_id: &str,
+        card: &serde_json::Value,
+        text: &str,
+    ) -> Result<(), OutboundError> {
+        let Some(client) = self.sender(profile) else {
+            return self
+                .recording
+                .update_card(profile, chat_id, message_id, card, text)
+                .await;
+        };
+        client
+            .patch_card(message_id, card)
+            .await
+            .map_err(OutboundError::Api)
+    }
+}
+
+impl FeishuOutbound {
+    /// The client to send with, unless the profile records instead (dry run, or no app
+    /// secret to send with).
+    fn sender(&self, profile: &str) -> Option<&crate::feishu_api::FeishuClient> {
+        let dry = self.config.profile(profile).is_none_or(|p| p.dry_run);
+        let client = self.clients.get(profile).filter(|c| c.can_send())?;
+        (!dry).then_some(client.as_ref())
     }
 }

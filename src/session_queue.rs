@@ -22,9 +22,10 @@ pub type Job =
 
 #[derive(Default)]
 struct KeyState {
-    tx: Option<mpsc::UnboundedSender<Job>>,
+    tx: Option<mpsc::UnboundedSender<(String, Job)>>,
     queued: usize,
-    running: Option<CancellationToken>,
+    /// The running job's token and label.
+    running: Option<(CancellationToken, String)>,
 }
 
 /// The per-key queues.
@@ -64,6 +65,13 @@ impl SessionQueues {
 
     /// Queues `job` behind the key's earlier jobs.
     pub fn submit(&self, key: &str, job: Job) {
+        self.submit_labeled(key, "", job);
+    }
+
+    /// Queues `job` behind the key's earlier jobs, labelled (a turn id) so that
+    /// [`Self::cancel_labeled`] can name it.
+    pub fn submit_labeled(&self, key: &str, label: &str, job: Job) {
+        let job = (label.to_string(), job);
         let mut keys = self.lock();
         let state = keys.entry(key.to_string()).or_default();
         state.queued += 1;
@@ -83,11 +91,11 @@ impl SessionQueues {
         tokio::spawn(self.clone().run(key.to_string(), rx));
     }
 
-    async fn run(self, key: String, mut rx: mpsc::UnboundedReceiver<Job>) {
+    async fn run(self, key: String, mut rx: mpsc::UnboundedReceiver<(String, Job)>) {
         loop {
             let (job, token) = {
                 let mut keys = self.lock();
-                let Ok(job) = rx.try_recv() else {
+                let Ok((label, job)) = rx.try_recv() else {
                     // Empty: retire under the lock, so a concurrent submit starts a new runner.
                     keys.remove(&key);
                     self.retired.notify_waiters();
@@ -96,7 +104,7 @@ impl SessionQueues {
                 let token = CancellationToken::new();
                 if let Some(state) = keys.get_mut(&key) {
                     state.queued = state.queued.saturating_sub(1);
-                    state.running = Some(token.clone());
+                    state.running = Some((token.clone(), label));
                 }
                 (job, token)
             };
@@ -110,11 +118,22 @@ impl SessionQueues {
     /// Cancels the key's running job; `false` when nothing runs for that key.
     pub fn cancel_running(&self, key: &str) -> bool {
         match self.lock().get(key).and_then(|s| s.running.as_ref()) {
-            Some(token) => {
+            Some((token, _)) => {
                 token.cancel();
                 true
             }
             None => false,
+        }
+    }
+
+    /// Cancels the key's running job only if it carries `label`; `false` otherwise.
+    pub fn cancel_labeled(&self, key: &str, label: &str) -> bool {
+        match self.lock().get(key).and_then(|s| s.running.as_ref()) {
+            Some((token, running)) if running == label => {
+                token.cancel();
+                true
+            }
+            _ => false,
         }
     }
 
@@ -132,7 +151,7 @@ impl SessionQueues {
     /// Cancels every running job (shutdown).
     pub fn cancel_all(&self) {
         for state in self.lock().values() {
-            if let Some(token) = &state.running {
+            if let Some((token, _)) = &state.running {
                 token.cancel();
             }
         }

@@ -1,10 +1,12 @@
 //! Agent backends: what a turn's prompt is handed to.
 
 mod echo;
+pub mod openai;
 pub mod webhook;
 
 use async_trait::async_trait;
 pub use echo::EchoAgent;
+pub use openai::OpenAiAgent;
 use serde::Serialize;
 pub use webhook::{PendingCallbacks, WebhookAgent};
 
@@ -125,6 +127,17 @@ pub fn backends(
                         pending: pending.clone(),
                     })
                 }
+                (AgentKind::Openai, _, _) => match (&a.base_url, &a.model) {
+                    (Some(base_url), Some(model)) => std::sync::Arc::new(OpenAiAgent {
+                        http: http.clone(),
+                        base_url: base_url.clone(),
+                        model: model.clone(),
+                        api_key: a.api_key.clone(),
+                        timeout: std::time::Duration::from_secs(a.timeout_secs.max(1)),
+                        stream: a.stream,
+                    }),
+                    _ => std::sync::Arc::new(Unavailable(a.kind.as_str())),
+                },
                 (AgentKind::Echo, _, _) => std::sync::Arc::new(EchoAgent),
                 (kind, _, _) => std::sync::Arc::new(Unavailable(kind.as_str())),
             };

@@ -384,6 +384,17 @@ pub struct AgentConfig {
     /// API key; env `FEISHU_BRIDGE_<NAME>_AGENT_API_KEY`.
     #[serde(default)]
     pub api_key: Option<SecretString>,
+    /// openai: ask for a streamed answer and show it in a card as it grows.
+    #[serde(default = "yes")]
+    pub stream: bool,
+    /// Fewest milliseconds between two updates of a streaming answer's card (at least
+    /// 200: Feishu allows 5 updates per second per message).
+    #[serde(default = "default_stream_interval")]
+    pub stream_interval_ms: u64,
+}
+
+fn default_stream_interval() -> u64 {
+    500
 }
 
 fn default_agent_timeout() -> u64 {
@@ -400,12 +411,14 @@ impl Default for AgentConfig {
             base_url: None,
             model: None,
             api_key: None,
+            stream: yes(),
+            stream_interval_ms: default_stream_interval(),
         }
     }
 }
 
 /// Workspace collection mode.
-#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, Default, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkspaceMode {
     /// Un-mentioned discussion is recorded and shared.

@@ -125,20 +125,37 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
                 }
             }
             AgentKind::Openai => {
-                if p.agent
-                    .base_url
-                    .as_deref()
-                    .is_none_or(|u| url::Url::parse(u).is_err())
-                {
-                    return Err(ConfigError::new(
-                        key("agent.base_url"),
-                        "required for kind = \"openai\" (a URL)",
-                    ));
+                let is_http = |u: &str| {
+                    url::Url::parse(u)
+                        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
+                };
+                match p.agent.base_url.as_deref() {
+                    None => {
+                        return Err(ConfigError::new(
+                            key("agent.base_url"),
+                            format!(
+                                "required for kind = \"openai\" in profile {:?} (e.g. \
+                                 \"http://127.0.0.1:11434/v1\")",
+                                p.name
+                            ),
+                        ));
+                    }
+                    Some(u) if !is_http(u) => {
+                        return Err(ConfigError::new(
+                            key("agent.base_url"),
+                            format!(
+                                "profile {:?}: expected an http:// or https:// URL (e.g. \
+                                 \"http://127.0.0.1:11434/v1\")",
+                                p.name
+                            ),
+                        ));
+                    }
+                    Some(_) => {}
                 }
-                if p.agent.model.as_deref().is_none_or(str::is_empty) {
+                if p.agent.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
                     return Err(ConfigError::new(
                         key("agent.model"),
-                        "required for kind = \"openai\"",
+                        format!("required for kind = \"openai\" in profile {:?}", p.name),
                     ));
                 }
             }
@@ -169,4 +186,79 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{ConfigError, load_from_str};
+
+    const BASE: &str = r#"
+[[profiles]]
+name = "planner"
+app_id = "cli_a"
+verification_token = "vt-a"
+
+[profiles.agent]
+kind = "openai"
+"#;
+
+    fn load(agent_lines: &str) -> Result<super::super::Config, ConfigError> {
+        load_from_str(&format!("{BASE}{agent_lines}"), &|_| None)
+    }
+
+    #[test]
+    fn openai_needs_a_base_url_naming_the_profile() {
+        let err = load("model = \"llama3\"\n").expect_err("base_url required");
+        assert_eq!(err.key, "profiles[0].agent.base_url");
+        assert!(err.message.contains("\"planner\""), "{err}");
+        assert!(err.message.contains("openai"), "{err}");
+    }
+
+    #[test]
+    fn openai_base_url_must_be_http_or_https() {
+        for bad in [
+            "not a url",
+            "ftp://host/v1",
+            "file:///tmp/x",
+            "unix:/run/x.sock",
+        ] {
+            let err = load(&format!("base_url = {bad:?}\nmodel = \"m\"\n")).expect_err("refused");
+            assert_eq!(err.key, "profiles[0].agent.base_url", "{bad}");
+            assert!(err.message.contains("http"), "{err}");
+        }
+        for good in ["http://127.0.0.1:11434/v1", "https://api.openai.com/v1/"] {
+            load(&format!("base_url = {good:?}\nmodel = \"m\"\n")).expect(good);
+        }
+    }
+
+    #[test]
+    fn openai_needs_a_model() {
+        for lines in [
+            "base_url = \"http://127.0.0.1:11434/v1\"\n",
+            "base_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"  \"\n",
+        ] {
+            let err = load(lines).expect_err("model required");
+            assert_eq!(err.key, "profiles[0].agent.model");
+            assert!(err.message.contains("\"planner\""), "{err}");
+        }
+    }
+
+    #[test]
+    fn openai_stream_defaults_on_and_the_key_comes_from_the_environment() {
+        let text = format!("{BASE}base_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"m\"\n");
+        let config = load_from_str(&text, &|k| {
+            (k == "FEISHU_BRIDGE_PLANNER_AGENT_API_KEY").then(|| "sk-env".to_string())
+        })
+        .expect("valid");
+        let agent = &config.profiles[0].agent;
+        assert!(agent.stream);
+        let key = agent
+            .api_key
+            .as_ref()
+            .map(secrecy::ExposeSecret::expose_secret);
+        assert_eq!(key, Some("sk-env"));
+        assert!(!format!("{config:?}").contains("sk-env"));
+        let off = load_from_str(&format!("{text}stream = false\n"), &|_| None).expect("valid");
+        assert!(!off.profiles[0].agent.stream);
+    }
 }

@@ -55,7 +55,8 @@ impl FeishuClient {
             "uuid": uuid,
         });
         let url = format!("{}/open-apis/im/v1/messages/{message_id}/reply", self.base);
-        self.send_with_retries(&url, &body).await
+        self.send_with_retries(reqwest::Method::POST, &url, &body)
+            .await
     }
 
     /// Sends a text message to a chat.
@@ -75,11 +76,16 @@ impl FeishuClient {
             "{}/open-apis/im/v1/messages?receive_id_type=chat_id",
             self.base
         );
-        self.send_with_retries(&url, &body).await
+        self.send_with_retries(reqwest::Method::POST, &url, &body)
+            .await
     }
 
-    async fn send_with_retries(
+    /// Sends `body` with the tenant token, retrying rate limits (honouring
+    /// `x-ogw-ratelimit-reset`) and refreshing the token once on 99991663. Returns the
+    /// message id of the answer's `data`, when it has one.
+    pub(super) async fn send_with_retries(
         &self,
+        method: reqwest::Method,
         url: &str,
         body: &serde_json::Value,
     ) -> Result<String, ApiError> {
@@ -89,7 +95,7 @@ impl FeishuClient {
             let token = self.tenant_token().await?;
             let resp = self
                 .http
-                .post(url)
+                .request(method.clone(), url)
                 .bearer_auth(token.expose_secret())
                 .json(body)
                 .send()

@@ -228,6 +228,7 @@ async fn store(
     };
     let is_card = matches!(kind, Kind::Card) || event.event_type == events::CARD_ACTION;
     let (event_id, event_type) = (event.event_id.clone(), event.event_type.clone());
+    let card_payload = is_card.then(|| event.payload.clone());
     let row = NewInboxEvent {
         profile: profile.to_string(),
         event_id: event.event_id,
@@ -255,10 +256,15 @@ async fn store(
         (InsertOutcome::Inserted, false) => "skipped",
     };
     tracing::info!(profile, %event_id, %event_type, outcome = label, "callback stored");
-    let body = if is_card {
-        json!({})
-    } else {
-        json!({ "msg": "success" })
+    // A card button is answered with a toast (Feishu shows it; it wants the answer within
+    // 3 s), and what the button does runs after the answer. A repeated delivery is only
+    // acknowledged.
+    let body = match (card_payload, outcome) {
+        (Some(payload), InsertOutcome::Inserted) => {
+            crate::card_actions::answer(app, profile, &event_type, &payload).await
+        }
+        (Some(_), InsertOutcome::Duplicate) => json!({}),
+        (None, _) => json!({ "msg": "success" }),
     };
     Ok((label, Json(body).into_response()))
 }

@@ -220,6 +220,29 @@ impl Pipeline {
             bot_open_id: bot.as_deref(),
             created_at,
         };
+        // An invocation without a command starts a turn, queued in the routing transaction
+        // so that a crash right after it cannot lose it.
+        let job = match (&route.session_key, &route.command) {
+            (Some(key), None) => Some(TurnJob {
+                turn_id: TurnJob::new_id(),
+                profile: profile_name.to_string(),
+                app_id: profile.app_id.clone(),
+                session_key: key.clone(),
+                chat_id: msg.chat_id.clone(),
+                chat_type: msg.chat_type.clone(),
+                is_dm: place.is_dm,
+                root_msg_id: place.root_msg_id.clone(),
+                thread_id: msg.thread_id.clone(),
+                message_id: msg.message_id.clone(),
+                parent_id: msg.parent_id.clone(),
+                request_text: content.text.clone(),
+                sender_open_id: actor_id.clone(),
+                sender_name: (author_label != actor_id).then(|| author_label.clone()),
+                history_scope: history_scope.clone(),
+                workspace_mode: route.mode,
+            }),
+            _ => None,
+        };
         let write = RouteWrite {
             verdict: NewVerdict {
                 profile: profile_name.into(),
@@ -244,6 +267,7 @@ impl Pipeline {
             }),
             names: content.names.clone(),
             purge_before: self.purge_due(),
+            turn: job.as_ref().map(|j| j.to_new_turn(now)),
         };
         let session = self.store.apply_route(&write).await?;
         tracing::info!(profile = profile_name, message_id = %msg.message_id, verdict = route.verdict.as_str(), reason = route.reason, session_key = ?route.session_key, "message routed");
@@ -251,8 +275,8 @@ impl Pipeline {
         let Some(session) = session else {
             return Ok(());
         };
-        match &route.command {
-            Some(command) => {
+        match (&route.command, job) {
+            (Some(command), _) => {
                 let call = CommandCall {
                     command,
                     session: &session,
@@ -261,31 +285,11 @@ impl Pipeline {
                 };
                 commands::execute(&self.store, &self.queues, self.outbound.as_ref(), &call).await
             }
-            None => {
-                let job = TurnJob {
-                    profile: profile_name.to_string(),
-                    app_id: profile.app_id.clone(),
-                    session_key: session.session_key.clone(),
-                    chat_id: msg.chat_id.clone(),
-                    chat_type: msg.chat_type.clone(),
-                    is_dm: place.is_dm,
-                    root_msg_id: place.root_msg_id.clone(),
-                    thread_id: msg.thread_id.clone(),
-                    message_id: msg.message_id.clone(),
-                    parent_id: msg.parent_id.clone(),
-                    request_text: content.text.clone(),
-                    sender_open_id: actor_id.clone(),
-                    sender_name: (author_label != actor_id).then(|| author_label.clone()),
-                    history_scope,
-                    workspace_mode: route.mode,
-                };
-                let turns = self.turns.clone();
-                self.queues.submit(
-                    &session.session_key,
-                    Box::new(move |cancel| Box::pin(async move { turns.run(job, cancel).await })),
-                );
+            (None, Some(job)) => {
+                self.turns.submit(&self.queues, job);
                 Ok(())
             }
+            (None, None) => Ok(()),
         }
     }
 

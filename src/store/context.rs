@@ -164,9 +164,11 @@ pub struct RouteWrite {
     pub session: Option<NewSession>,
     /// Display names learned from the message's mentions: `(open_id, name)`.
     pub names: Vec<(String, String)>,
-    /// When set, events (and finished inbox rows, verdicts, replies) older than this
-    /// Unix ms are purged in the same transaction.
+    /// When set, events (and finished inbox rows, verdicts, replies, turns) older than
+    /// this Unix ms are purged in the same transaction.
     pub purge_before: Option<i64>,
+    /// The turn the message starts, queued in the same transaction.
+    pub turn: Option<super::NewTurn>,
 }
 
 /// A reply to record.

@@ -168,7 +168,7 @@ macro_rules! impl_context_store {
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;
                     if let Some(cutoff) = w.purge_before {
-                        for q in sql::PURGE {
+                        for q in sql::PURGE.iter().chain([&$crate::store::turn_sql::PURGE]) {
                             sqlx::query(q).bind(cutoff).execute(&mut *tx).await?;
                         }
                     }
@@ -210,6 +210,9 @@ macro_rules! impl_context_store {
                         ),
                         None => None,
                     };
+                    if let Some(t) = &w.turn {
+                        $crate::store::turn_sql::insert_turn!(&mut *tx, t);
+                    }
                     tx.commit().await?;
                     Ok(session)
                 })
@@ -254,6 +257,11 @@ macro_rules! impl_context_store {
                     for q in &sql::RECALL[1..4] {
                         sqlx::query(q).bind(message_id).execute(&mut *tx).await?;
                     }
+                    sqlx::query($crate::store::turn_sql::RECALL)
+                        .bind(message_id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
                     let done = sqlx::query(sql::RECALL[4]).bind(message_id).execute(&mut *tx).await?;
                     tx.commit().await?;
                     Ok(done.rows_affected())

@@ -12,6 +12,8 @@ pub(crate) mod decision_sql;
 pub(crate) mod inbox_sql;
 mod postgres;
 mod sqlite;
+pub(crate) mod turn_sql;
+mod turns;
 
 use std::{sync::Arc, time::Duration};
 
@@ -24,6 +26,7 @@ pub use context::{
 pub use postgres::PgStore;
 use secrecy::ExposeSecret;
 pub use sqlite::SqliteStore;
+pub use turns::{NewTurn, TurnCompletion, TurnFilter, TurnRow, TurnState, TurnStore};
 
 use crate::config::DatabaseConfig;
 
@@ -208,9 +211,9 @@ pub enum StoreError {
 }
 
 /// Everything the service persists: both backends implement each part.
-pub trait Store: InboxStore + ContextStore + DecisionStore {}
+pub trait Store: InboxStore + ContextStore + DecisionStore + TurnStore {}
 
-impl<T: InboxStore + ContextStore + DecisionStore> Store for T {}
+impl<T: InboxStore + ContextStore + DecisionStore + TurnStore> Store for T {}
 
 /// The durable inbox, plus connection-level operations.
 #[async_trait]

@@ -61,3 +61,4 @@ super::inbox_sql::impl_inbox_store!(
 
 super::context_sql::impl_context_store!(PgStore);
 super::decision_sql::impl_decision_store!(PgStore);
+super::turn_sql::impl_turn_store!(PgStore);

@@ -53,3 +53,4 @@ super::inbox_sql::impl_inbox_store!(
 
 super::context_sql::impl_context_store!(SqliteStore);
 super::decision_sql::impl_decision_store!(SqliteStore);
+super::turn_sql::impl_turn_store!(SqliteStore);

@@ -5,8 +5,18 @@
 //! history is consumed when the turn is accepted (its decision recorded), up to the
 //! snapshot's last event; the topic root is marked delivered only after the agent
 //! answered.
+//!
+//! Turns are persisted (`queued → running → succeeded | failed | cancelled`): queued in
+//! the routing transaction of their request, the agent's answer stored before it is
+//! posted, and unfinished ones picked up after a restart (`recovery`).
 
+pub mod card;
 mod context;
+mod deliver;
+mod recovery;
 mod runner;
+mod stream;
 
-pub use runner::{TurnDone, TurnJob, TurnRunner};
+pub use recovery::Recovered;
+pub use runner::{RunnerParts, TurnDone, TurnJob, TurnRunner};
+pub use stream::MIN_UPDATE_INTERVAL_MS;

@@ -1,24 +1,31 @@
-//! Running one turn: gather, record the decision, hand the prompt to the agent, record
-//! and send the answer.
+//! Running one turn: claim it, gather, record the decision, hand the prompt to the
+//! agent, store the answer, then deliver it (see `deliver`).
 
 use std::{collections::HashMap, sync::Arc};
 
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    agent::{Agent, AgentTurn, EchoAgent},
+    agent::{Agent, AgentTurn, EchoAgent, PastTurn},
     config::{Config, WorkspaceMode},
-    context::{collector::token_estimate, explain::ExcludedItem, selector::truncate},
+    context::explain::ExcludedItem,
     feishu_api::FeishuClient,
     identity::Identities,
-    outbound::{Outbound, Reply},
-    store::{NewContextEvent, NewDecision, NewItem, Store, StoreError},
+    outbound::{Outbound, OutboundError},
+    session_queue::SessionQueues,
+    store::{NewDecision, NewTurn, Store, StoreError, TurnState},
     util::now_ms,
 };
 
-/// A turn as routing hands it over.
-#[derive(Debug, Clone)]
+/// How many earlier turns of the session a conversational backend gets.
+const EARLIER_TURNS: i64 = 20;
+
+/// A turn as routing hands it over (and as it is stored, to run again after a restart).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TurnJob {
+    /// `turn_<hex>`.
+    pub turn_id: String,
     /// Profile.
     pub profile: String,
     /// Its app id.
@@ -52,6 +59,26 @@ pub struct TurnJob {
 }
 
 impl TurnJob {
+    /// A fresh turn id.
+    pub fn new_id() -> String {
+        format!("turn_{:032x}", rand::random::<u128>())
+    }
+
+    /// The row that queues this job.
+    pub fn to_new_turn(&self, now: i64) -> NewTurn {
+        NewTurn {
+            turn_id: self.turn_id.clone(),
+            profile: self.profile.clone(),
+            session_key: self.session_key.clone(),
+            chat_id: self.chat_id.clone(),
+            message_id: self.message_id.clone(),
+            request_text: self.request_text.clone(),
+            // Plain strings, booleans and options: serializing cannot fail.
+            job_json: serde_json::to_string(self).unwrap_or_default(),
+            queued_at: now,
+        }
+    }
+
     /// The quoted message, when the request explicitly quotes one. Inside a thread every
     /// reply points at the root, which has its own handling, so that is not a quote.
     pub fn quoted_message_id(&self) -> Option<&str> {
@@ -68,7 +95,11 @@ pub struct TurnDone {
     pub profile: String,
     /// Request message.
     pub message_id: String,
-    /// `answered`, `stopped`, `quote_unreadable`, `agent_failed`, `failed`.
+    /// The turn.
+    pub turn_id: String,
+    /// `answered`, `stopped`, `interrupted`, `quote_unreadable`, `agent_failed`,
+    /// `failed`, `skipped` (no longer queued when its time came), `delivered` (an answer
+    /// stored before a restart, posted after it).
     pub outcome: &'static str,
 }
 
@@ -78,9 +109,12 @@ pub struct TurnRunner {
     pub(super) store: Arc<dyn Store>,
     pub(super) identities: Arc<Identities>,
     pub(super) clients: HashMap<String, Arc<FeishuClient>>,
-    outbound: Arc<dyn Outbound>,
+    pub(super) outbound: Arc<dyn Outbound>,
     done: tokio::sync::broadcast::Sender<TurnDone>,
     agents: HashMap<String, Arc<dyn Agent>>,
+    /// Cancelled when the bridge shuts down: a turn cancelled then was interrupted, not
+    /// stopped by its user, and a queued one stays queued for the next start.
+    shutdown: CancellationToken,
 }
 
 impl std::fmt::Debug for TurnRunner {
@@ -89,34 +123,47 @@ impl std::fmt::Debug for TurnRunner {
     }
 }
 
-/// How a turn ended, for the log.
+/// Why a turn could not run to its end.
 #[derive(Debug, thiserror::Error)]
-enum TurnError {
+pub(super) enum TurnError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("reply not sent")]
-    Outbound(#[from] crate::outbound::OutboundError),
+    #[error("reply not sent: {0}")]
+    Outbound(#[from] OutboundError),
+}
+
+/// The parts of a runner, for [`TurnRunner::new`].
+pub struct RunnerParts {
+    /// Configuration.
+    pub config: Arc<Config>,
+    /// Store.
+    pub store: Arc<dyn Store>,
+    /// Bot identities.
+    pub identities: Arc<Identities>,
+    /// Open API clients per profile.
+    pub clients: HashMap<String, Arc<FeishuClient>>,
+    /// Where replies go.
+    pub outbound: Arc<dyn Outbound>,
+    /// Finished turns are announced here.
+    pub done: tokio::sync::broadcast::Sender<TurnDone>,
+    /// Agent backends per profile.
+    pub agents: HashMap<String, Arc<dyn Agent>>,
+    /// Cancelled at shutdown.
+    pub shutdown: CancellationToken,
 }
 
 impl TurnRunner {
     /// A runner over the app's parts.
-    pub fn new(
-        config: Arc<Config>,
-        store: Arc<dyn Store>,
-        identities: Arc<Identities>,
-        clients: HashMap<String, Arc<FeishuClient>>,
-        outbound: Arc<dyn Outbound>,
-        done: tokio::sync::broadcast::Sender<TurnDone>,
-        agents: HashMap<String, Arc<dyn Agent>>,
-    ) -> Self {
+    pub fn new(p: RunnerParts) -> Self {
         Self {
-            config,
-            store,
-            identities,
-            clients,
-            outbound,
-            done,
-            agents,
+            config: p.config,
+            store: p.store,
+            identities: p.identities,
+            clients: p.clients,
+            outbound: p.outbound,
+            done: p.done,
+            agents: p.agents,
+            shutdown: p.shutdown,
         }
     }
 
@@ -149,25 +196,59 @@ impl TurnRunner {
         )
     }
 
-    /// Runs one turn; errors are logged and the user is told.
+    /// Queues a job behind its session's earlier turns (labelled with its turn id, so a
+    /// card's stop button can name exactly this turn).
+    pub fn submit(self: &Arc<Self>, queues: &SessionQueues, job: TurnJob) {
+        let runner = self.clone();
+        let (key, label) = (job.session_key.clone(), job.turn_id.clone());
+        queues.submit_labeled(
+            &key,
+            &label,
+            Box::new(move |cancel| Box::pin(async move { runner.run(job, cancel).await })),
+        );
+    }
+
+    /// Runs one turn; errors are logged, recorded on the turn, and the user is told.
     pub async fn run(&self, job: TurnJob, cancel: CancellationToken) {
+        if self.shutdown.is_cancelled() {
+            // Shutting down: it stays queued and runs after the next start.
+            return;
+        }
         let outcome = match self.try_run(&job, &cancel).await {
             Ok(outcome) => outcome,
             Err(e) => {
-                tracing::error!(profile = %job.profile, message_id = %job.message_id, error = %e, "turn failed");
+                tracing::error!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, error = %e, "turn failed");
+                let _ = self
+                    .store
+                    .end_turn(&job.turn_id, TurnState::Failed, &e.to_string(), now_ms())
+                    .await;
                 let _ = self
                     .notify(
-                        &job,
+                        &job.profile,
+                        &job.chat_id,
+                        &job.message_id,
+                        &job.turn_id,
                         "Sorry, this request failed inside the bridge; please try again.".into(),
                     )
                     .await;
                 "failed"
             }
         };
-        tracing::info!(profile = %job.profile, message_id = %job.message_id, outcome, "turn finished");
+        self.announce(&job.profile, &job.message_id, &job.turn_id, outcome);
+    }
+
+    pub(super) fn announce(
+        &self,
+        profile: &str,
+        message_id: &str,
+        turn_id: &str,
+        outcome: &'static str,
+    ) {
+        tracing::info!(profile, message_id, turn_id, outcome, "turn finished");
         let _ = self.done.send(TurnDone {
-            profile: job.profile,
-            message_id: job.message_id,
+            profile: profile.to_string(),
+            message_id: message_id.to_string(),
+            turn_id: turn_id.to_string(),
             outcome,
         });
     }
@@ -179,7 +260,22 @@ impl TurnRunner {
     ) -> Result<&'static str, TurnError> {
         let Some(session) = self.store.session(&job.profile, &job.session_key).await? else {
             tracing::warn!(session_key = %job.session_key, "turn for a session that no longer exists");
+            self.store
+                .end_turn(
+                    &job.turn_id,
+                    TurnState::Failed,
+                    "the session no longer exists",
+                    now_ms(),
+                )
+                .await?;
             return Ok("failed");
+        };
+        let Some(row_id) = self
+            .store
+            .start_turn(&job.turn_id, &session.session_id, now_ms())
+            .await?
+        else {
+            return Ok("skipped");
         };
         let thread_on = !job.is_dm
             && self.profile_flag(
@@ -253,10 +349,21 @@ impl TurnRunner {
             created_at: now_ms(),
         };
         let decision_id = self.store.record_decision(&decision).await?;
-        tracing::info!(profile = %job.profile, message_id = %job.message_id, decision_id, mode = %decision.mode, "context decision recorded");
+        self.store
+            .set_turn_decision(&job.turn_id, decision_id)
+            .await?;
+        tracing::info!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, decision_id, mode = %decision.mode, "context decision recorded");
 
         if quoted_ok.is_err() {
-            self.notify(
+            self.store
+                .end_turn(
+                    &job.turn_id,
+                    TurnState::Failed,
+                    "the quoted message could not be read",
+                    now_ms(),
+                )
+                .await?;
+            self.notify_job(
                 job,
                 "I could not read the message you replied to (it may have been recalled or I cannot \
                  see it), so I did not send your request to the agent. Please quote it again or paste \
@@ -274,8 +381,27 @@ impl TurnRunner {
                 .await?;
         }
 
+        let earlier = self
+            .store
+            .session_history(
+                &job.profile,
+                &session.session_key,
+                &session.session_id,
+                row_id,
+                EARLIER_TURNS,
+            )
+            .await?
+            .into_iter()
+            .filter_map(|t| {
+                let output = t.output.filter(|o| !o.is_empty())?;
+                (!t.request_text.is_empty()).then_some(PastTurn {
+                    request: t.request_text,
+                    output,
+                })
+            })
+            .collect();
         let turn = AgentTurn {
-            turn_id: format!("turn_{:032x}", rand::random::<u128>()),
+            turn_id: job.turn_id.clone(),
             sender: crate::agent::TurnSender {
                 open_id: job.sender_open_id.clone(),
                 name: job.sender_name.clone(),
@@ -304,110 +430,111 @@ impl TurnRunner {
             topic_root: g.topic_root.is_some(),
             quoted: g.quoted.is_some(),
             history: g.history.selected.len(),
-            earlier: Vec::new(),
+            earlier,
+        };
+        let agent: Arc<dyn Agent> = self
+            .agents
+            .get(&job.profile)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(EchoAgent));
+        let (partial, _) = tokio::sync::watch::channel(String::new());
+        let card = if agent.streams() {
+            self.open_card(job, &partial).await
+        } else {
+            None
         };
         let answer = tokio::select! {
             biased;
-            () = cancel.cancelled() => {
-                self.notify(job, "Stopped.".into()).await?;
-                return Ok("stopped");
-            }
-            a = self.agent_answer(&turn) => a,
+            () = cancel.cancelled() => None,
+            a = agent.run(&turn, &partial) => Some(a),
         };
-        let answer = match answer {
-            Ok(a) => a,
-            Err(e) => {
-                self.notify(job, format!("The agent did not answer: {e}"))
+        let partial_text = partial.borrow().clone();
+        let finished_card = match card {
+            Some(c) => Some(c.finish().await),
+            None => None,
+        };
+        let root_delivered = matches!(g.topic_root_status, "injected" | "is_request").then(|| {
+            (
+                job.profile.clone(),
+                session.session_key.clone(),
+                session.session_id.clone(),
+            )
+        });
+        match answer {
+            None => {
+                self.end_cancelled(job, finished_card.as_deref(), &partial_text)
+                    .await
+            }
+            Some(Err(e)) => {
+                let why = e.to_string();
+                self.store
+                    .end_turn(&job.turn_id, TurnState::Failed, &why, now_ms())
                     .await?;
-                return Ok("agent_failed");
+                match finished_card {
+                    Some(card_id) => {
+                        self.close_card(
+                            job,
+                            &card_id,
+                            &partial_text,
+                            super::card::CardState::Failed(&why),
+                        )
+                        .await;
+                    }
+                    None => {
+                        self.notify_job(job, format!("The agent did not answer: {why}"))
+                            .await?;
+                    }
+                }
+                Ok("agent_failed")
             }
-        };
-        let reply_id = self
-            .outbound
-            .send(Reply {
-                profile: job.profile.clone(),
-                chat_id: job.chat_id.clone(),
-                reply_to: Some(job.message_id.clone()),
-                kind: "answer",
-                text: answer.clone(),
-            })
-            .await?;
-        self.record_output(job, &session.session_key, &reply_id, &answer)
-            .await?;
-        if matches!(g.topic_root_status, "injected" | "is_request") {
+            Some(Ok(answer)) => {
+                self.store
+                    .save_turn_output(&job.turn_id, &answer, now_ms())
+                    .await?;
+                self.deliver(job, finished_card.as_deref(), &answer, root_delivered)
+                    .await?;
+                Ok("answered")
+            }
+        }
+    }
+
+    /// A cancelled turn: stopped by its user, or interrupted by a shutdown.
+    async fn end_cancelled(
+        &self,
+        job: &TurnJob,
+        card_id: Option<&str>,
+        partial_text: &str,
+    ) -> Result<&'static str, TurnError> {
+        if self.shutdown.is_cancelled() {
             self.store
-                .mark_topic_root_delivered(&job.profile, &session.session_key, &session.session_id)
+                .end_turn(
+                    &job.turn_id,
+                    TurnState::Failed,
+                    "interrupted: the bridge shut down",
+                    now_ms(),
+                )
                 .await?;
+            self.notify_job(job, super::recovery::INTERRUPTED.into())
+                .await?;
+            return Ok("interrupted");
         }
-        Ok("answered")
-    }
-
-    async fn agent_answer(&self, turn: &AgentTurn) -> Result<String, crate::agent::AgentError> {
-        let (partial, _) = tokio::sync::watch::channel(String::new());
-        match self.agents.get(&turn.profile) {
-            Some(agent) => agent.run(turn, &partial).await,
-            None => EchoAgent.run(turn, &partial).await,
+        self.store
+            .end_turn(
+                &job.turn_id,
+                TurnState::Cancelled,
+                "stopped by the user",
+                now_ms(),
+            )
+            .await?;
+        match card_id {
+            Some(card_id) => {
+                self.close_card(job, card_id, partial_text, super::card::CardState::Stopped)
+                    .await;
+            }
+            None => {
+                self.notify_job(job, "Stopped.".into()).await?;
+            }
         }
-    }
-
-    /// Records the answer as this profile's `agent_output`, so the other bots in the
-    /// thread see it next time (truncated over `max_agent_output_chars`, flagged).
-    async fn record_output(
-        &self,
-        job: &TurnJob,
-        session_key: &str,
-        reply_id: &str,
-        answer: &str,
-    ) -> Result<(), StoreError> {
-        let (text, truncated) = truncate(answer, self.config.context.max_agent_output_chars);
-        let actor = self
-            .identities
-            .get(&job.profile)
-            .unwrap_or_else(|| job.app_id.clone());
-        let event = NewContextEvent {
-            chat_id: job.chat_id.clone(),
-            chat_type: job.chat_type.clone(),
-            root_msg_id: job.root_msg_id.clone(),
-            thread_id: job.thread_id.clone(),
-            message_id: reply_id.to_string(),
-            event_type: "agent_output".into(),
-            actor_type: "bot".into(),
-            actor_id: actor,
-            bridge_id: job.app_id.clone(),
-            bot_profile: job.profile.clone(),
-            target_id: None,
-            target_name: None,
-            session_name: Some(session_key.to_string()),
-            history_scope: job.history_scope.clone(),
-            text: text.clone(),
-            metadata_json: serde_json::json!({"truncated": truncated, "reply_to": job.message_id})
-                .to_string(),
-            created_at: now_ms(),
-            item: (!job.is_dm).then(|| NewItem {
-                item_type: "agent_output".into(),
-                role: "bot".into(),
-                author_label: format!("{} (agent)", job.profile),
-                token_estimate: token_estimate(&text),
-                text,
-                truncated,
-            }),
-        };
-        self.store.record_events(&[event]).await
-    }
-
-    async fn notify(
-        &self,
-        job: &TurnJob,
-        text: String,
-    ) -> Result<String, crate::outbound::OutboundError> {
-        self.outbound
-            .send(Reply {
-                profile: job.profile.clone(),
-                chat_id: job.chat_id.clone(),
-                reply_to: Some(job.message_id.clone()),
-                kind: "notice",
-                text,
-            })
-            .await
+        Ok("stopped")
     }
 }

@@ -2,12 +2,14 @@
 //! the real Postgres, with callbacks built by the real crypto.
 
 mod agents;
+mod cards;
 mod cli;
 mod commands;
 mod context;
 mod errors;
 mod explain;
 mod inbox;
+mod openai_agent;
 mod operating;
 mod outage;
 mod pending;
@@ -16,4 +18,5 @@ mod routing;
 mod shutdown;
 mod store_conformance;
 mod support;
+mod turns;
 mod vectors;

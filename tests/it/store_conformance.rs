@@ -280,6 +280,7 @@ fn write(
         events,
         session: None,
         names: Vec::new(),
+        turn: None,
         purge_before,
     }
 }

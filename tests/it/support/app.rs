@@ -290,6 +290,32 @@ impl TestApp {
         rows.last().map(|r| r.text.clone()).unwrap_or_default()
     }
 
+    /// The turn of a request message.
+    pub async fn turn_of(&self, message_id: &str) -> feishu_bridge::store::TurnRow {
+        turn_of(self.state.store.as_ref(), message_id).await
+    }
+
+    /// Waits until the turn of `message_id` has ended (whether before this call or
+    /// after: the subscription predates the read); returns the row.
+    pub async fn turn_ended(&self, message_id: &str) -> feishu_bridge::store::TurnRow {
+        let mut done = self.state.turns_done.subscribe();
+        let wait = async {
+            loop {
+                let row = self.turn_of(message_id).await;
+                if !matches!(row.state.as_str(), "queued" | "running") {
+                    return row;
+                }
+                match done.recv().await {
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(e) => panic!("turn channel closed: {e}"),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .unwrap_or_else(|_| panic!("the turn of {message_id} did not end"))
+    }
+
     /// Waits for the worker to report on `event_id` (bounded, event-driven: no sleeps).
     pub async fn processed(&mut self, event_id: &str) -> Processed {
         let wait = async {
@@ -313,4 +339,21 @@ async fn answer(r: reqwest::Response) -> Answer {
     let text = r.text().await.unwrap_or_default();
     let json = serde_json::from_str(&text).unwrap_or(Value::Null);
     Answer { status, json, text }
+}
+
+/// The (latest) turn of a request message, read from a store.
+pub async fn turn_of(
+    store: &dyn feishu_bridge::store::Store,
+    message_id: &str,
+) -> feishu_bridge::store::TurnRow {
+    store
+        .turns(&feishu_bridge::store::TurnFilter {
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .expect("store answers")
+        .into_iter()
+        .find(|t| t.message_id == message_id)
+        .unwrap_or_else(|| panic!("no turn for {message_id}"))
 }

@@ -5,7 +5,7 @@ use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
 };
 
@@ -16,10 +16,9 @@ use axum::{
     routing::{get, post},
 };
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
+use tokio::{net::TcpListener, sync::broadcast};
 
 /// What the fake knows and has seen.
-#[derive(Default)]
 pub struct FakeState {
     /// Accepted app secret.
     pub app_secret: String,
@@ -41,6 +40,54 @@ pub struct FakeState {
     pub failures: Mutex<Vec<(u16, i64)>>,
     /// Send attempts seen (including refused ones).
     pub send_attempts: AtomicUsize,
+    /// `expire` of issued tokens, in seconds.
+    pub token_expire: AtomicU64,
+    /// Current token generation: only `t-fake-<gen>` is valid.
+    pub token_gen: AtomicUsize,
+    /// Card updates received, in order: (message id, card JSON).
+    pub patches: Mutex<Vec<(String, Value)>>,
+    /// While set, replies and sends are recorded as attempts and never answered (a
+    /// Feishu that stopped answering mid-request).
+    pub hang: AtomicBool,
+    /// What happens, as it happens: `attempt:<uuid>`, `sent:<uuid>`, `patch:<id>`.
+    pub activity: broadcast::Sender<String>,
+    /// The uuid of every send attempt, in order (including ones that hung).
+    pub attempt_uuids: Mutex<Vec<String>>,
+}
+
+impl FakeState {
+    /// The one token it accepts now.
+    pub fn current_token(&self) -> String {
+        format!("t-fake-{}", self.token_gen.load(Ordering::SeqCst))
+    }
+
+    /// Invalidates the current token (Feishu answers 99991663 to it from now on).
+    pub fn revoke_token(&self) {
+        self.token_gen.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn authorized(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v == format!("Bearer {}", self.current_token()))
+    }
+
+    /// The text shown in the latest update of card `id`.
+    pub fn card_text(&self, id: &str) -> Option<String> {
+        self.patches
+            .lock()
+            .expect("lock")
+            .iter()
+            .rev()
+            .find(|(m, _)| m == id)
+            .map(|(_, card)| {
+                card["body"]["elements"][0]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+    }
 }
 
 /// The running fake.
@@ -53,15 +100,26 @@ pub struct FakeFeishu {
     pub messages: Arc<Mutex<HashMap<String, String>>>,
 }
 
-const TOKEN: &str = "t-fake-tenant-token";
-
 impl FakeFeishu {
     /// Starts the fake.
     pub async fn start(app_secret: &str, bot_open_id: &str) -> Self {
         let state = Arc::new(FakeState {
             app_secret: app_secret.into(),
             bot_open_id: bot_open_id.into(),
-            ..FakeState::default()
+            token_requests: AtomicUsize::default(),
+            bot_info_requests: AtomicUsize::default(),
+            get_requests: AtomicUsize::default(),
+            messages: Arc::default(),
+            sent: Mutex::default(),
+            uuids: Mutex::default(),
+            failures: Mutex::default(),
+            send_attempts: AtomicUsize::default(),
+            token_expire: AtomicU64::new(7200),
+            token_gen: AtomicUsize::default(),
+            patches: Mutex::default(),
+            hang: AtomicBool::default(),
+            activity: broadcast::channel(1024).0,
+            attempt_uuids: Mutex::default(),
         });
         let app = Router::new()
             .route(
@@ -69,7 +127,10 @@ impl FakeFeishu {
                 post(token),
             )
             .route("/open-apis/bot/v3/info", get(bot_info))
-            .route("/open-apis/im/v1/messages/{id}", get(get_message))
+            .route(
+                "/open-apis/im/v1/messages/{id}",
+                get(get_message).patch(patch_card),
+            )
             .route("/open-apis/im/v1/messages/{id}/reply", post(reply))
             .route("/open-apis/im/v1/messages", post(send))
             .with_state(state.clone());
@@ -90,16 +151,16 @@ async fn token(State(s): State<Arc<FakeState>>, Json(body): Json<Value>) -> Json
     if body["app_secret"] != s.app_secret {
         return Json(json!({"code": 10014, "msg": "app secret invalid"}));
     }
-    Json(json!({"code": 0, "msg": "ok", "tenant_access_token": TOKEN, "expire": 7200}))
+    Json(json!({
+        "code": 0, "msg": "ok",
+        "tenant_access_token": s.current_token(),
+        "expire": s.token_expire.load(Ordering::SeqCst),
+    }))
 }
 
 async fn bot_info(State(s): State<Arc<FakeState>>, headers: HeaderMap) -> Json<Value> {
     s.bot_info_requests.fetch_add(1, Ordering::SeqCst);
-    let auth = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    if auth != format!("Bearer {TOKEN}") {
+    if !s.authorized(&headers) {
         return Json(json!({"code": 99991663, "msg": "invalid access token"}));
     }
     Json(
@@ -113,11 +174,7 @@ async fn get_message(
     headers: HeaderMap,
 ) -> Json<Value> {
     s.get_requests.fetch_add(1, Ordering::SeqCst);
-    let auth = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    if auth != format!("Bearer {TOKEN}") {
+    if !s.authorized(&headers) {
         return Json(json!({"code": 99991663, "msg": "invalid access token"}));
     }
     let text = s.messages.lock().expect("lock").get(&id).cloned();
@@ -138,7 +195,7 @@ async fn reply(
     headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> axum::response::Response {
-    deliver(&s, id, &headers, body)
+    deliver(&s, id, &headers, body).await
 }
 
 async fn send(
@@ -147,10 +204,26 @@ async fn send(
     Json(body): Json<Value>,
 ) -> axum::response::Response {
     let target = body["receive_id"].as_str().unwrap_or_default().to_string();
-    deliver(&s, target, &headers, body)
+    deliver(&s, target, &headers, body).await
 }
 
-fn deliver(
+async fn patch_card(
+    State(s): State<Arc<FakeState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Json<Value> {
+    if !s.authorized(&headers) {
+        return Json(json!({"code": 99991663, "msg": "invalid access token"}));
+    }
+    let card: Value =
+        serde_json::from_str(body["content"].as_str().unwrap_or_default()).unwrap_or(Value::Null);
+    s.patches.lock().expect("lock").push((id.clone(), card));
+    s.activity.send(format!("patch:{id}")).ok();
+    Json(json!({"code": 0, "msg": "success", "data": {}}))
+}
+
+async fn deliver(
     s: &FakeState,
     target: String,
     headers: &HeaderMap,
@@ -158,11 +231,13 @@ fn deliver(
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
     s.send_attempts.fetch_add(1, Ordering::SeqCst);
-    let auth = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    if auth != format!("Bearer {TOKEN}") {
+    let uuid = body["uuid"].as_str().unwrap_or_default().to_string();
+    s.attempt_uuids.lock().expect("lock").push(uuid.clone());
+    s.activity.send(format!("attempt:{uuid}")).ok();
+    if s.hang.load(Ordering::SeqCst) {
+        std::future::pending::<()>().await;
+    }
+    if !s.authorized(headers) {
         return Json(json!({"code": 99991663, "msg": "invalid access token"})).into_response();
     }
     let failure = {
@@ -179,7 +254,6 @@ fn deliver(
         )
             .into_response();
     }
-    let uuid = body["uuid"].as_str().unwrap_or_default().to_string();
     let mut uuids = s.uuids.lock().expect("lock");
     if let Some(id) = uuids.get(&uuid) {
         return Json(json!({"code": 0, "msg": "success", "data": {"message_id": id}}))
@@ -187,7 +261,8 @@ fn deliver(
     }
     let mut sent = s.sent.lock().expect("lock");
     let id = format!("om_bot_reply_{}", sent.len() + 1);
-    uuids.insert(uuid, id.clone());
+    uuids.insert(uuid.clone(), id.clone());
     sent.push((target, body));
+    s.activity.send(format!("sent:{uuid}")).ok();
     Json(json!({"code": 0, "msg": "success", "data": {"message_id": id}})).into_response()
 }

@@ -2,9 +2,12 @@
 //! callbacks built with the real crypto.
 
 pub mod app;
+pub mod crash;
 pub mod db;
 pub mod fake_feishu;
+pub mod fake_openai;
 pub mod feishu;
+pub mod gated_agent;
 pub mod proxy;
 
 pub use app::{ADMIN, Answer, TestApp, config, config_toml};

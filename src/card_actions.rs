@@ -1,0 +1,189 @@
+//! Card buttons: the stop button of a running answer's card and the "new session"
+//! button of a finished one. Feishu wants an answer within 3 seconds, so the answer (a
+//! toast) is decided from one read of the turn; what the button does runs after it.
+//!
+//! A button names its turn (`{"action": …, "turn_id": …}`); the turn names the one
+//! session it may affect. Only a user who may invoke the bot there may press it: the
+//! profile's `allow_users`, the workspace owner in `owner_only` chats, and in sessions
+//! that belong to one user (private chats, `per-user` group scope) that user alone.
+
+use serde_json::{Value, json};
+
+use crate::{
+    app::App,
+    config::WorkspaceMode,
+    inbox::pipeline::new_session_id,
+    protocol::events::{self, TypedEvent, UserIds},
+    store::{TurnRow, TurnState},
+    turns::{
+        TurnJob,
+        card::{ACTION_NEW_SESSION, ACTION_STOP},
+    },
+    util::now_ms,
+};
+
+/// A button press, from either callback form.
+#[derive(Debug, Clone)]
+struct Press {
+    operator: UserIds,
+    value: Value,
+    chat_id: Option<String>,
+}
+
+impl Press {
+    fn of(event_type: &str, payload: &str) -> Option<Self> {
+        match events::parse(event_type, payload).ok()? {
+            TypedEvent::CardAction(a) => Some(Self {
+                operator: a.operator,
+                value: a.action.value,
+                chat_id: a.context.open_chat_id,
+            }),
+            TypedEvent::LegacyCardAction(a) => Some(Self {
+                operator: UserIds {
+                    open_id: Some(a.open_id),
+                    union_id: None,
+                    user_id: a.user_id,
+                },
+                value: a.action.value,
+                chat_id: a.open_chat_id,
+            }),
+            _ => None,
+        }
+    }
+
+    /// `(action, turn_id)`; the value is an object, or (legacy cards) its JSON text.
+    fn target(&self) -> Option<(String, String)> {
+        let value = match &self.value {
+            Value::String(s) => serde_json::from_str(s).ok()?,
+            v => v.clone(),
+        };
+        Some((
+            value.get("action")?.as_str()?.to_string(),
+            value.get("turn_id")?.as_str()?.to_string(),
+        ))
+    }
+
+    fn is_one_of(&self, ids: &[String]) -> bool {
+        [
+            &self.operator.open_id,
+            &self.operator.union_id,
+            &self.operator.user_id,
+        ]
+        .into_iter()
+        .flatten()
+        .any(|id| !id.is_empty() && ids.iter().any(|a| a == id))
+    }
+}
+
+/// A toast answer.
+fn toast(kind: &str, content: &str) -> Value {
+    json!({"toast": {"type": kind, "content": content}})
+}
+
+/// Answers a stored card callback of `profile` (the body Feishu shows), starting what
+/// the button does.
+pub async fn answer(app: &App, profile: &str, event_type: &str, payload: &str) -> Value {
+    let Some(press) = Press::of(event_type, payload) else {
+        return json!({});
+    };
+    let Some((action, turn_id)) = press.target() else {
+        // Not one of this bridge's buttons.
+        return json!({});
+    };
+    let turn = match app.store.turn(&turn_id).await {
+        Ok(Some(t)) if t.profile == profile => t,
+        Ok(_) => return toast("error", "This button belongs to an answer I do not know."),
+        Err(e) => {
+            tracing::warn!(error = %e, "card action: turn not readable");
+            return toast(
+                "error",
+                "The bridge cannot read its database right now; try again.",
+            );
+        }
+    };
+    let job = serde_json::from_str::<TurnJob>(&turn.job_json).ok();
+    if press.chat_id.as_ref().is_some_and(|c| *c != turn.chat_id)
+        || !may_press(app, &press, &turn, job.as_ref())
+    {
+        tracing::info!(profile, turn_id = %turn.turn_id, action, "card action refused: not allowed");
+        return toast("error", "You cannot do that for this conversation.");
+    }
+    tracing::info!(profile, turn_id = %turn.turn_id, session_key = %turn.session_key, action, "card action");
+    match action.as_str() {
+        ACTION_STOP => {
+            if app.queues.cancel_labeled(&turn.session_key, &turn.turn_id) {
+                toast("success", "Stopping this answer.")
+            } else if turn.state().is_ok_and(|s| s == TurnState::Queued) {
+                // Not started yet: it never will.
+                let store = app.store.clone();
+                tokio::spawn(async move {
+                    let _ = store
+                        .end_turn(
+                            &turn.turn_id,
+                            TurnState::Cancelled,
+                            "stopped by the user",
+                            now_ms(),
+                        )
+                        .await;
+                });
+                toast("success", "Cancelled before it started.")
+            } else {
+                toast("info", "This answer has already finished.")
+            }
+        }
+        ACTION_NEW_SESSION => {
+            let Some(scope) = job.map(|j| j.history_scope) else {
+                return toast("error", "This conversation can no longer be reset.");
+            };
+            // One write; done before answering so the toast tells the truth.
+            let fresh = new_session_id();
+            match app
+                .store
+                .reset_session(&turn.profile, &turn.session_key, &scope, &fresh, now_ms())
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(profile = %turn.profile, session_key = %turn.session_key, "session reset from a card");
+                    toast(
+                        "success",
+                        "New session started: earlier messages will not be sent to the agent.",
+                    )
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "session reset from a card failed");
+                    toast("error", "The session could not be reset; try again.")
+                }
+            }
+        }
+        _ => toast("info", "Unknown action."),
+    }
+}
+
+/// Whether the presser may act on this turn's session.
+fn may_press(app: &App, press: &Press, turn: &TurnRow, job: Option<&TurnJob>) -> bool {
+    let Some(profile) = app.config.profile(&turn.profile) else {
+        return false;
+    };
+    if !profile.allow_users.is_empty() && !press.is_one_of(&profile.allow_users) {
+        return false;
+    }
+    if job.and_then(|j| j.workspace_mode) == Some(WorkspaceMode::OwnerOnly) {
+        let owner = app
+            .config
+            .workspaces
+            .iter()
+            .find(|w| w.chat_id == turn.chat_id)
+            .and_then(|w| w.owner.clone());
+        if !owner.is_some_and(|o| press.is_one_of(&[o])) {
+            return false;
+        }
+    }
+    // Sessions that belong to one user: only that user.
+    let key = &turn.session_key;
+    let personal = key.starts_with("dm:") || key.starts_with("group-user:");
+    !personal
+        || key
+            .rsplit(':')
+            .next()
+            .is_some_and(|owner| press.is_one_of(&[owner.to_string()]))
+}

@@ -1,0 +1,274 @@
+//! SQL of the [`super::TurnStore`], shared by both backends.
+
+pub(crate) const TURN_COLUMNS: &str = "id, turn_id, profile, session_key, session_id, chat_id, \
+     message_id, request_text, job_json, state, decision_id, output, reply_message_id, \
+     card_message_id, error, \
+     queued_at, started_at, answered_at, finished_at";
+
+pub(crate) const INSERT_TURN: &str = "\
+INSERT INTO turns (turn_id, profile, session_key, chat_id, message_id, request_text, job_json,
+                   state, queued_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8)";
+
+pub(crate) const START: &str = "\
+UPDATE turns SET state = 'running', session_id = $2, started_at = $3
+WHERE turn_id = $1 AND state = 'queued' RETURNING id";
+
+pub(crate) const END: &str = "\
+UPDATE turns SET state = $2, error = $3, finished_at = $4
+WHERE turn_id = $1 AND state IN ('queued', 'running')";
+
+pub(crate) const SUCCEED: &str = "\
+UPDATE turns SET state = 'succeeded', reply_message_id = $2, finished_at = $3, error = NULL
+WHERE turn_id = $1 AND state = 'running'";
+
+/// A recalled request: its text leaves the turn, and a turn that has not started yet
+/// never will.
+pub(crate) const RECALL: &str = "\
+UPDATE turns SET request_text = '', job_json = '{}',
+    error = CASE WHEN state = 'queued' THEN 'the request was recalled' ELSE error END,
+    finished_at = CASE WHEN state = 'queued' THEN $2 ELSE finished_at END,
+    state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END
+WHERE message_id = $1";
+
+/// Retention: finished turns older than the cutoff.
+pub(crate) const PURGE: &str = "\
+DELETE FROM turns WHERE queued_at < $1 AND state IN ('succeeded', 'failed', 'cancelled')";
+
+pub(crate) fn select(where_clause: &str) -> String {
+    format!("SELECT {TURN_COLUMNS} FROM turns WHERE {where_clause}")
+}
+
+/// Inserts a turn inside an open transaction.
+macro_rules! insert_turn {
+    ($tx:expr, $t:expr) => {
+        sqlx::query($crate::store::turn_sql::INSERT_TURN)
+            .bind(&$t.turn_id)
+            .bind(&$t.profile)
+            .bind(&$t.session_key)
+            .bind(&$t.chat_id)
+            .bind(&$t.message_id)
+            .bind(&$t.request_text)
+            .bind(&$t.job_json)
+            .bind($t.queued_at)
+            .execute($tx)
+            .await?;
+    };
+}
+pub(crate) use insert_turn;
+
+/// Implements [`super::TurnStore`] (see `impl_inbox_store!` for why this is a macro).
+macro_rules! impl_turn_store {
+    ($ty:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::TurnStore for $ty {
+            async fn start_turn(
+                &self,
+                turn_id: &str,
+                session_id: &str,
+                now: i64,
+            ) -> Result<Option<i64>, $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_scalar($crate::store::turn_sql::START)
+                        .bind(turn_id)
+                        .bind(session_id)
+                        .bind(now)
+                        .fetch_optional(&self.pool)
+                        .await?)
+                })
+                .await
+            }
+
+            async fn set_turn_card(
+                &self,
+                turn_id: &str,
+                message_id: &str,
+            ) -> Result<(), $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    sqlx::query("UPDATE turns SET card_message_id = $2 WHERE turn_id = $1")
+                        .bind(turn_id)
+                        .bind(message_id)
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn set_turn_decision(
+                &self,
+                turn_id: &str,
+                decision_id: i64,
+            ) -> Result<(), $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    sqlx::query("UPDATE turns SET decision_id = $2 WHERE turn_id = $1")
+                        .bind(turn_id)
+                        .bind(decision_id)
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn save_turn_output(
+                &self,
+                turn_id: &str,
+                output: &str,
+                now: i64,
+            ) -> Result<(), $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    sqlx::query(
+                        "UPDATE turns SET output = $2, answered_at = $3 \
+                         WHERE turn_id = $1 AND state = 'running'",
+                    )
+                    .bind(turn_id)
+                    .bind(output)
+                    .bind(now)
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn end_turn(
+                &self,
+                turn_id: &str,
+                state: $crate::store::TurnState,
+                error: &str,
+                now: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    let r = sqlx::query($crate::store::turn_sql::END)
+                        .bind(turn_id)
+                        .bind(state.as_str())
+                        .bind(error)
+                        .bind(now)
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(r.rows_affected() == 1)
+                })
+                .await
+            }
+
+            async fn complete_turn(
+                &self,
+                c: &$crate::store::TurnCompletion,
+            ) -> Result<(), $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    let mut tx = self.pool.begin().await?;
+                    $crate::store::context_sql::insert_events!(
+                        &mut *tx,
+                        std::slice::from_ref(&c.output_event)
+                    );
+                    if let Some((profile, key, session_id)) = &c.topic_root_delivered {
+                        sqlx::query(
+                            "UPDATE sessions SET topic_root_prompt_delivered = TRUE \
+                             WHERE profile = $1 AND session_key = $2 AND session_id = $3",
+                        )
+                        .bind(profile)
+                        .bind(key)
+                        .bind(session_id)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    sqlx::query($crate::store::turn_sql::SUCCEED)
+                        .bind(&c.turn_id)
+                        .bind(&c.reply_message_id)
+                        .bind(c.now)
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn turn(
+                &self,
+                turn_id: &str,
+            ) -> Result<Option<$crate::store::TurnRow>, $crate::store::StoreError> {
+                let q = $crate::store::turn_sql::select("turn_id = $1");
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_as(&q).bind(turn_id).fetch_optional(&self.pool).await?)
+                })
+                .await
+            }
+
+            async fn unfinished_turns(
+                &self,
+            ) -> Result<Vec<$crate::store::TurnRow>, $crate::store::StoreError> {
+                let q = $crate::store::turn_sql::select(
+                    "state IN ('queued', 'running') ORDER BY id",
+                );
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_as(&q).fetch_all(&self.pool).await?)
+                })
+                .await
+            }
+
+            async fn session_history(
+                &self,
+                profile: &str,
+                session_key: &str,
+                session_id: &str,
+                before_id: i64,
+                limit: i64,
+            ) -> Result<Vec<$crate::store::TurnRow>, $crate::store::StoreError> {
+                let q = $crate::store::turn_sql::select(
+                    "profile = $1 AND session_key = $2 AND id < $4 AND session_id = $3 \
+                     AND state = 'succeeded' ORDER BY id DESC LIMIT $5",
+                );
+                $crate::store::bounded(self.timeout, async {
+                    let mut rows: Vec<$crate::store::TurnRow> = sqlx::query_as(&q)
+                        .bind(profile)
+                        .bind(session_key)
+                        .bind(session_id)
+                        .bind(before_id)
+                        .bind(limit)
+                        .fetch_all(&self.pool)
+                        .await?;
+                    rows.reverse();
+                    Ok(rows)
+                })
+                .await
+            }
+
+            async fn turns(
+                &self,
+                f: &$crate::store::TurnFilter,
+            ) -> Result<Vec<$crate::store::TurnRow>, $crate::store::StoreError> {
+                let q = $crate::store::turn_sql::select(
+                    "($1 IS NULL OR profile = $1) AND ($2 IS NULL OR session_key = $2) \
+                     AND ($3 IS NULL OR state = $3) ORDER BY id DESC LIMIT $4",
+                );
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_as(&q)
+                        .bind(&f.profile)
+                        .bind(&f.session_key)
+                        .bind(&f.state)
+                        .bind(f.limit)
+                        .fetch_all(&self.pool)
+                        .await?)
+                })
+                .await
+            }
+
+            async fn turn_counts(&self) -> Result<(i64, i64), $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    let (q, r): (i64, i64) = sqlx::query_as(
+                        "SELECT COALESCE(SUM(CASE WHEN state = 'queued' THEN 1 ELSE 0 END), 0), \
+                                COALESCE(SUM(CASE WHEN state = 'running' THEN 1 ELSE 0 END), 0) \
+                         FROM turns WHERE state IN ('queued', 'running')",
+                    )
+                    .fetch_one(&self.pool)
+                    .await?;
+                    Ok((q, r))
+                })
+                .await
+            }
+        }
+    };
+}
+pub(crate) use impl_turn_store;

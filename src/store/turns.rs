@@ -1,0 +1,198 @@
+//! Persisted turns: what each request asked of the agent, and how far it got.
+
+use async_trait::async_trait;
+
+use super::{NewContextEvent, StoreError};
+
+/// A turn's state. `queued → running → succeeded | failed | cancelled`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TurnState {
+    /// Waiting behind the session's earlier turns.
+    Queued,
+    /// Handed to the agent (or its answer is being delivered).
+    Running,
+    /// Answered and the answer posted.
+    Succeeded,
+    /// Ended without an answer posted; `error` says why.
+    Failed,
+    /// Stopped by the user (or recalled before it ran).
+    Cancelled,
+}
+
+impl TurnState {
+    /// Column spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses the column spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "queued" => Self::Queued,
+            "running" => Self::Running,
+            "succeeded" => Self::Succeeded,
+            "failed" => Self::Failed,
+            "cancelled" => Self::Cancelled,
+            _ => return None,
+        })
+    }
+}
+
+/// A turn to queue, written in the routing transaction of its request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTurn {
+    /// `turn_<hex>`: the webhook id, and the seed of its replies' uuids.
+    pub turn_id: String,
+    /// Profile.
+    pub profile: String,
+    /// Session key.
+    pub session_key: String,
+    /// Chat.
+    pub chat_id: String,
+    /// Request message.
+    pub message_id: String,
+    /// Request text.
+    pub request_text: String,
+    /// Everything needed to run it again after a restart (JSON).
+    pub job_json: String,
+    /// Unix ms.
+    pub queued_at: i64,
+}
+
+/// A stored turn.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct TurnRow {
+    /// Row id (queue order).
+    pub id: i64,
+    /// `turn_<hex>`.
+    pub turn_id: String,
+    /// Profile.
+    pub profile: String,
+    /// Session key.
+    pub session_key: String,
+    /// The session id it ran in (set when it starts).
+    pub session_id: Option<String>,
+    /// Chat.
+    pub chat_id: String,
+    /// Request message.
+    pub message_id: String,
+    /// Request text (emptied when the request is recalled).
+    pub request_text: String,
+    /// The job, as JSON.
+    pub job_json: String,
+    /// `queued`, `running`, …
+    pub state: String,
+    /// The context decision it made.
+    pub decision_id: Option<i64>,
+    /// The agent's answer, stored before it is posted.
+    pub output: Option<String>,
+    /// The posted reply's message id.
+    pub reply_message_id: Option<String>,
+    /// The card a streaming answer is shown in.
+    pub card_message_id: Option<String>,
+    /// Why it failed or was cancelled.
+    pub error: Option<String>,
+    /// Unix ms.
+    pub queued_at: i64,
+    /// Unix ms.
+    pub started_at: Option<i64>,
+    /// Unix ms the agent answered.
+    pub answered_at: Option<i64>,
+    /// Unix ms.
+    pub finished_at: Option<i64>,
+}
+
+impl TurnRow {
+    /// The parsed state.
+    pub fn state(&self) -> Result<TurnState, StoreError> {
+        TurnState::parse(&self.state)
+            .ok_or_else(|| StoreError::Corrupt(format!("turn state {:?}", self.state)))
+    }
+}
+
+/// Everything a delivered answer writes, in one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnCompletion {
+    /// The turn.
+    pub turn_id: String,
+    /// The posted reply.
+    pub reply_message_id: String,
+    /// The answer as `agent_output`.
+    pub output_event: NewContextEvent,
+    /// Session whose topic root is now delivered: (profile, key, session id).
+    pub topic_root_delivered: Option<(String, String, String)>,
+    /// Unix ms.
+    pub now: i64,
+}
+
+/// Filter for listing turns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TurnFilter {
+    /// Profile.
+    pub profile: Option<String>,
+    /// Session key.
+    pub session_key: Option<String>,
+    /// State.
+    pub state: Option<String>,
+    /// At most this many, newest first.
+    pub limit: i64,
+}
+
+/// Turn persistence.
+#[async_trait]
+pub trait TurnStore: Send + Sync + 'static {
+    /// Moves a queued turn to running in this session id and returns its row id; `None`
+    /// when it is no longer queued (cancelled or finished meanwhile).
+    async fn start_turn(
+        &self,
+        turn_id: &str,
+        session_id: &str,
+        now: i64,
+    ) -> Result<Option<i64>, StoreError>;
+    /// Remembers the card a streaming answer is shown in.
+    async fn set_turn_card(&self, turn_id: &str, message_id: &str) -> Result<(), StoreError>;
+    /// Links the turn's context decision.
+    async fn set_turn_decision(&self, turn_id: &str, decision_id: i64) -> Result<(), StoreError>;
+    /// Stores the agent's answer before it is posted.
+    async fn save_turn_output(
+        &self,
+        turn_id: &str,
+        output: &str,
+        now: i64,
+    ) -> Result<(), StoreError>;
+    /// Ends an unfinished turn as failed or cancelled; `false` when it had already ended.
+    async fn end_turn(
+        &self,
+        turn_id: &str,
+        state: TurnState,
+        error: &str,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+    /// Records a delivered answer: the `agent_output` event, the topic root flag and
+    /// the turn's success, together.
+    async fn complete_turn(&self, c: &TurnCompletion) -> Result<(), StoreError>;
+    /// One turn.
+    async fn turn(&self, turn_id: &str) -> Result<Option<TurnRow>, StoreError>;
+    /// Queued and running turns, in queue order.
+    async fn unfinished_turns(&self) -> Result<Vec<TurnRow>, StoreError>;
+    /// The session's latest `limit` succeeded turns before `before_id`, oldest first.
+    async fn session_history(
+        &self,
+        profile: &str,
+        session_key: &str,
+        session_id: &str,
+        before_id: i64,
+        limit: i64,
+    ) -> Result<Vec<TurnRow>, StoreError>;
+    /// Turns matching a filter, newest first.
+    async fn turns(&self, filter: &TurnFilter) -> Result<Vec<TurnRow>, StoreError>;
+    /// (queued, running) counts.
+    async fn turn_counts(&self) -> Result<(i64, i64), StoreError>;
+}

@@ -1,0 +1,104 @@
+//! The card a streaming answer is shown in (schema 2.0, `update_multi` so it can be
+//! replaced while it grows). Its buttons carry the turn id; the card-action handler
+//! finds the turn, and through it the one session the button may affect.
+
+use serde_json::{Value, json};
+
+/// Most characters of answer text one card shows (Feishu allows 30 KB of card JSON; a
+/// longer answer continues in text replies under the card).
+pub const CARD_TEXT_MAX: usize = 8_000;
+
+/// Button value `action` that stops the running turn.
+pub const ACTION_STOP: &str = "stop";
+/// Button value `action` that starts a new session.
+pub const ACTION_NEW_SESSION: &str = "new_session";
+
+/// Where the answer in a card stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CardState<'a> {
+    /// Still arriving: shows a stop button.
+    Running,
+    /// Final.
+    Done,
+    /// Final, and continued in text replies below.
+    Continued,
+    /// Stopped by the user.
+    Stopped,
+    /// Ended without an answer; the reason is shown.
+    Failed(&'a str),
+}
+
+/// The card for `text` in `state`.
+pub fn answer_card(text: &str, state: CardState<'_>, turn_id: &str) -> Value {
+    let shown = if text.trim().is_empty() {
+        match state {
+            CardState::Running => "…",
+            _ => "(no text)",
+        }
+    } else {
+        text
+    };
+    let mut elements = vec![json!({"tag": "markdown", "content": shown})];
+    let note = match state {
+        CardState::Running | CardState::Done => None,
+        CardState::Continued => Some("(continued below)".to_string()),
+        CardState::Stopped => Some("Stopped.".to_string()),
+        CardState::Failed(why) => Some(format!("Failed: {why}")),
+    };
+    if let Some(note) = note {
+        elements.push(
+            json!({"tag": "markdown", "content": format!("*{note}*"), "text_size": "notation"}),
+        );
+    }
+    elements.push(match state {
+        CardState::Running => button("Stop", "danger", ACTION_STOP, turn_id),
+        _ => button("New session", "default", ACTION_NEW_SESSION, turn_id),
+    });
+    json!({
+        "schema": "2.0",
+        "config": {"update_multi": true},
+        "body": {"elements": elements},
+    })
+}
+
+fn button(label: &str, kind: &str, action: &str, turn_id: &str) -> Value {
+    json!({
+        "tag": "button",
+        "text": {"tag": "plain_text", "content": label},
+        "type": kind,
+        "behaviors": [{"type": "callback", "value": {"action": action, "turn_id": turn_id}}],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buttons(card: &Value) -> Vec<Value> {
+        card["body"]["elements"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["tag"] == "button")
+            .map(|b| b["behaviors"][0]["value"].clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_running_card_offers_stop_and_a_final_one_a_new_session() {
+        let running = answer_card("partial", CardState::Running, "turn_1");
+        assert_eq!(running["config"]["update_multi"], true);
+        assert_eq!(running["body"]["elements"][0]["content"], "partial");
+        assert_eq!(
+            buttons(&running),
+            [json!({"action": "stop", "turn_id": "turn_1"})]
+        );
+        let done = answer_card("all", CardState::Done, "turn_1");
+        assert_eq!(
+            buttons(&done),
+            [json!({"action": "new_session", "turn_id": "turn_1"})]
+        );
+        let failed = answer_card("", CardState::Failed("agent timed out"), "turn_1");
+        assert!(failed.to_string().contains("Failed: agent timed out"));
+    }
+}

@@ -1,0 +1,181 @@
+//! Delivering a turn's answer: as a text reply in the request's thread, or as the final
+//! state of its streaming card; then recording it (the `agent_output` event, the topic
+//! root flag and the turn's success) in one transaction.
+
+use super::{
+    card::{CARD_TEXT_MAX, CardState, answer_card},
+    runner::{TurnError, TurnJob, TurnRunner},
+};
+use crate::{
+    context::{collector::token_estimate, selector::truncate},
+    feishu_api::reply::split,
+    outbound::{OutboundError, Reply},
+    store::{NewContextEvent, NewItem, TurnCompletion},
+    util::now_ms,
+};
+
+impl TurnRunner {
+    /// Posts the answer and records it. `card_id` is the turn's streaming card, if any.
+    pub(super) async fn deliver(
+        &self,
+        job: &TurnJob,
+        card_id: Option<&str>,
+        answer: &str,
+        topic_root_delivered: Option<(String, String, String)>,
+    ) -> Result<(), TurnError> {
+        let reply_id = match card_id {
+            Some(card_id) => match self.finish_card(job, card_id, answer).await {
+                Ok(()) => card_id.to_string(),
+                Err(e) => {
+                    tracing::warn!(turn_id = %job.turn_id, error = %e, "final card update failed; answering with text");
+                    self.send_answer(job, answer).await?
+                }
+            },
+            None => self.send_answer(job, answer).await?,
+        };
+        self.store
+            .complete_turn(&TurnCompletion {
+                turn_id: job.turn_id.clone(),
+                reply_message_id: reply_id.clone(),
+                output_event: self.output_event(job, &reply_id, answer),
+                topic_root_delivered,
+                now: now_ms(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn send_answer(&self, job: &TurnJob, answer: &str) -> Result<String, OutboundError> {
+        self.outbound
+            .send(Reply {
+                profile: job.profile.clone(),
+                chat_id: job.chat_id.clone(),
+                reply_to: Some(job.message_id.clone()),
+                kind: "answer",
+                text: answer.to_string(),
+                turn_id: Some(job.turn_id.clone()),
+            })
+            .await
+    }
+
+    /// The card gets the final text; what does not fit follows as text replies.
+    async fn finish_card(
+        &self,
+        job: &TurnJob,
+        card_id: &str,
+        answer: &str,
+    ) -> Result<(), OutboundError> {
+        let parts = split(answer, CARD_TEXT_MAX);
+        let first = parts.first().map(String::as_str).unwrap_or_default();
+        let state = if parts.len() > 1 {
+            CardState::Continued
+        } else {
+            CardState::Done
+        };
+        let card = answer_card(first, state, &job.turn_id);
+        self.outbound
+            .update_card(&job.profile, &job.chat_id, card_id, &card, first)
+            .await?;
+        if parts.len() > 1 {
+            self.send_answer(job, &parts[1..].join("\n")).await?;
+        }
+        Ok(())
+    }
+
+    /// Puts a card into a final state without an answer (stopped, failed); a failure is
+    /// only logged, the turn's state is already recorded.
+    pub(super) async fn close_card(
+        &self,
+        job: &TurnJob,
+        card_id: &str,
+        text: &str,
+        state: CardState<'_>,
+    ) {
+        let card = answer_card(text, state, &job.turn_id);
+        if let Err(e) = self
+            .outbound
+            .update_card(&job.profile, &job.chat_id, card_id, &card, text)
+            .await
+        {
+            tracing::warn!(turn_id = %job.turn_id, error = %e, "card not updated");
+        }
+    }
+
+    /// The answer as this profile's `agent_output`, so the other bots in the thread see
+    /// it next time (truncated over `max_agent_output_chars`, flagged).
+    fn output_event(&self, job: &TurnJob, reply_id: &str, answer: &str) -> NewContextEvent {
+        let (text, truncated) = truncate(answer, self.config.context.max_agent_output_chars);
+        let actor = self
+            .identities
+            .get(&job.profile)
+            .unwrap_or_else(|| job.app_id.clone());
+        NewContextEvent {
+            chat_id: job.chat_id.clone(),
+            chat_type: job.chat_type.clone(),
+            root_msg_id: job.root_msg_id.clone(),
+            thread_id: job.thread_id.clone(),
+            message_id: reply_id.to_string(),
+            event_type: "agent_output".into(),
+            actor_type: "bot".into(),
+            actor_id: actor,
+            bridge_id: job.app_id.clone(),
+            bot_profile: job.profile.clone(),
+            target_id: None,
+            target_name: None,
+            session_name: Some(job.session_key.clone()),
+            history_scope: job.history_scope.clone(),
+            text: text.clone(),
+            metadata_json: serde_json::json!({
+                "truncated": truncated,
+                "reply_to": job.message_id,
+                "turn_id": job.turn_id,
+            })
+            .to_string(),
+            created_at: now_ms(),
+            item: (!job.is_dm).then(|| NewItem {
+                item_type: "agent_output".into(),
+                role: "bot".into(),
+                author_label: format!("{} (agent)", job.profile),
+                token_estimate: token_estimate(&text),
+                text,
+                truncated,
+            }),
+        }
+    }
+
+    /// Tells the user something about a turn, as a reply to its request.
+    pub(super) async fn notify(
+        &self,
+        profile: &str,
+        chat_id: &str,
+        message_id: &str,
+        turn_id: &str,
+        text: String,
+    ) -> Result<String, OutboundError> {
+        self.outbound
+            .send(Reply {
+                profile: profile.to_string(),
+                chat_id: chat_id.to_string(),
+                reply_to: Some(message_id.to_string()),
+                kind: "notice",
+                text,
+                turn_id: Some(turn_id.to_string()),
+            })
+            .await
+    }
+
+    pub(super) async fn notify_job(
+        &self,
+        job: &TurnJob,
+        text: String,
+    ) -> Result<String, OutboundError> {
+        self.notify(
+            &job.profile,
+            &job.chat_id,
+            &job.message_id,
+            &job.turn_id,
+            text,
+        )
+        .await
+    }
+}

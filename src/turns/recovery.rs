@@ -1,0 +1,146 @@
+//! After a restart: turns the previous run left unfinished are picked up, never silently
+//! dropped. Queued turns are queued again (in their order); a turn whose answer was
+//! stored before the crash has it delivered (with the same uuids, so Feishu posts it
+//! once even if the first attempt got through); a turn that was still waiting for its
+//! agent is failed and its user told.
+
+use std::sync::Arc;
+
+use super::{
+    card::CardState,
+    runner::{TurnJob, TurnRunner},
+};
+use crate::{
+    session_queue::SessionQueues,
+    store::{StoreError, TurnRow, TurnState},
+    util::now_ms,
+};
+
+/// What the user is told about a turn a restart or shutdown interrupted.
+pub(super) const INTERRUPTED: &str = "Sorry, the bridge restarted while the agent was working on \
+     this, so it was not answered. Please send it again.";
+
+/// What recovery found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Queued turns queued again.
+    pub requeued: usize,
+    /// Stored answers to deliver.
+    pub delivering: usize,
+    /// Interrupted turns failed (their users told).
+    pub interrupted: usize,
+}
+
+impl TurnRunner {
+    /// Picks up every unfinished turn, through the session queues so that each session
+    /// keeps its order.
+    pub async fn recover(
+        self: &Arc<Self>,
+        queues: &SessionQueues,
+    ) -> Result<Recovered, StoreError> {
+        let mut found = Recovered::default();
+        for row in self.store.unfinished_turns().await? {
+            let state = row.state()?;
+            let job = serde_json::from_str::<TurnJob>(&row.job_json).ok();
+            match (state, job) {
+                (TurnState::Queued, Some(job)) => {
+                    found.requeued += 1;
+                    self.submit(queues, job);
+                }
+                (TurnState::Running, Some(job)) if row.output.is_some() => {
+                    found.delivering += 1;
+                    let runner = self.clone();
+                    let (key, label) = (row.session_key.clone(), row.turn_id.clone());
+                    queues.submit_labeled(
+                        &key,
+                        &label,
+                        Box::new(move |_| Box::pin(async move { runner.resume(row, job).await })),
+                    );
+                }
+                (_, job) => {
+                    found.interrupted += 1;
+                    let runner = self.clone();
+                    let (key, label) = (row.session_key.clone(), row.turn_id.clone());
+                    queues.submit_labeled(
+                        &key,
+                        &label,
+                        Box::new(move |_| {
+                            Box::pin(async move { runner.interrupted(row, job).await })
+                        }),
+                    );
+                }
+            }
+        }
+        if found != Recovered::default() {
+            tracing::info!(
+                requeued = found.requeued,
+                delivering = found.delivering,
+                interrupted = found.interrupted,
+                "unfinished turns of the previous run picked up"
+            );
+        }
+        Ok(found)
+    }
+
+    /// Delivers an answer stored before the restart.
+    async fn resume(&self, row: TurnRow, job: TurnJob) {
+        let output = row.output.clone().unwrap_or_default();
+        let outcome = match self
+            .deliver(&job, row.card_message_id.as_deref(), &output, None)
+            .await
+        {
+            Ok(()) => "delivered",
+            Err(e) => {
+                tracing::error!(turn_id = %row.turn_id, error = %e, "stored answer not delivered");
+                let _ = self
+                    .store
+                    .end_turn(&row.turn_id, TurnState::Failed, &e.to_string(), now_ms())
+                    .await;
+                "failed"
+            }
+        };
+        self.announce(&row.profile, &row.message_id, &row.turn_id, outcome);
+    }
+
+    /// Fails a turn the restart interrupted and tells its user.
+    async fn interrupted(&self, row: TurnRow, job: Option<TurnJob>) {
+        let ended = self
+            .store
+            .end_turn(
+                &row.turn_id,
+                TurnState::Failed,
+                "interrupted: the bridge restarted",
+                now_ms(),
+            )
+            .await;
+        match ended {
+            Ok(true) => {
+                match (&row.card_message_id, &job) {
+                    (Some(card_id), Some(job)) => {
+                        self.close_card(job, card_id, "", CardState::Failed(INTERRUPTED))
+                            .await;
+                    }
+                    _ => {
+                        if let Err(e) = self
+                            .notify(
+                                &row.profile,
+                                &row.chat_id,
+                                &row.message_id,
+                                &row.turn_id,
+                                INTERRUPTED.into(),
+                            )
+                            .await
+                        {
+                            tracing::warn!(turn_id = %row.turn_id, error = %e, "interrupted turn's user not told");
+                        }
+                    }
+                }
+                self.announce(&row.profile, &row.message_id, &row.turn_id, "interrupted");
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::error!(turn_id = %row.turn_id, error = %e, "interrupted turn not recorded")
+            }
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! Streaming answers in a card, and the card's buttons: an OpenAI-compatible fake that
+//! streams (and can stall), the fake Open API receiving the card and its updates, and
+//! signed `card.action.trigger` callbacks.
+
+use std::{sync::atomic::Ordering, time::Duration};
+
+use serde_json::{Value, json};
+
+use crate::{
+    both_backends,
+    support::{
+        Answer, Signer, TestApp, TestDb, config, config_toml,
+        fake_feishu::FakeFeishu,
+        fake_openai::FakeOpenAi,
+        feishu::{BOT_OPEN_ID, Msg},
+    },
+};
+
+const CODER: &str = r#"
+[[profiles]]
+name = "coder"
+app_id = "cli_test_coder"
+encrypt_key = "coder-key"
+verification_token = "coder-token"
+bot_open_id = "ou_bot_coder"
+"#;
+
+fn coder() -> Signer {
+    Signer {
+        encrypt_key: Some("coder-key".into()),
+        token: "coder-token".into(),
+    }
+}
+
+/// The planner streams from `llm` and sends through `fake`; the coder is an echo bot.
+fn streaming(db: &TestDb, fake: &FakeFeishu, llm: &FakeOpenAi, more: &str) -> String {
+    config_toml(
+        db,
+        &format!(
+            "api_base = \"{}\"\napp_secret = \"s\"\n{more}\n\
+             [profiles.agent]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"test-model\"\n\
+             stream = true\nstream_interval_ms = 200\n\
+             {CODER}\n[context]\nshared_thread_enabled = true\n",
+            fake.base, llm.base
+        ),
+    )
+}
+
+/// Waits until the fake's activity satisfies `done`.
+async fn until(fake: &FakeFeishu, mut done: impl FnMut() -> bool) {
+    let mut seen = fake.state.activity.subscribe();
+    let wait = async {
+        while !done() {
+            match seen.recv().await {
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(e) => panic!("fake closed: {e}"),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), wait)
+        .await
+        .expect("the fake saw it in time");
+}
+
+/// Presses a card button as `operator` (a signed `card.action.trigger` callback);
+/// Feishu gives up after 3 s, so the client does too.
+async fn press(app: &TestApp, operator: &str, action: &str, turn_id: &str, card: &str) -> Answer {
+    let event = json!({
+        "operator": {"open_id": operator, "tenant_key": "tenant_test"},
+        "token": "c-delayed-update-token",
+        "action": {"value": {"action": action, "turn_id": turn_id}, "tag": "button"},
+        "host": "im_message",
+        "context": {"open_message_id": card, "open_chat_id": "oc_group"},
+    });
+    let signer = Signer::default();
+    let req = signer.request(&signer.envelope(
+        &format!("ev-card-{}", rand::random::<u64>()),
+        "card.action.trigger",
+        event,
+    ));
+    let mut r = app
+        .client
+        .post(format!("{}/webhook/planner/event", app.base))
+        .timeout(Duration::from_secs(3))
+        .body(req.body.clone());
+    for (k, v) in &req.headers {
+        r = r.header(k, v);
+    }
+    let resp = r.send().await.expect("answered within Feishu's 3 s");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    Answer {
+        status,
+        json: serde_json::from_str(&text).unwrap_or(Value::Null),
+        text,
+    }
+}
+
+fn button_values(card: &Value) -> Vec<Value> {
+    card["body"]["elements"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["tag"] == "button")
+        .map(|b| b["behaviors"][0]["value"].clone())
+        .collect()
+}
+
+async fn streamed_answer(db: TestDb) {
+    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let llm = FakeOpenAi::start(vec!["Hello".into(), " wide".into(), " world".into()]).await;
+    llm.hold_after(1);
+    let mut app = TestApp::spawn(config(&streaming(&db, &fake, &llm, ""))).await;
+    let root = Msg::group("om_root", "We need a greeting");
+    app.route(&root).await;
+    app.route_as("coder", &coder(), &root).await;
+    let ask = Msg::group("om_q", "say hello")
+        .at_bot()
+        .in_thread("om_root");
+    app.route_as("coder", &coder(), &ask).await;
+    app.route(&ask).await;
+
+    // The card is posted in the thread at once, with a stop button for this turn.
+    until(&fake, || !fake.state.sent.lock().expect("lock").is_empty()).await;
+    let turn = app.turn_of("om_q").await;
+    let (target, body) = fake.state.sent.lock().expect("lock")[0].clone();
+    assert_eq!(target, "om_q");
+    assert_eq!(body["msg_type"], "interactive");
+    assert_eq!(body["reply_in_thread"], true);
+    let card: Value =
+        serde_json::from_str(body["content"].as_str().unwrap_or_default()).expect("card");
+    assert_eq!(card["config"]["update_multi"], true);
+    assert_eq!(
+        button_values(&card),
+        [json!({"action": "stop", "turn_id": turn.turn_id})]
+    );
+    let card_id = "om_bot_reply_1";
+
+    // The first piece shows while the model stalls; then the rest, and the final text.
+    until(&fake, || {
+        fake.state.card_text(card_id).as_deref() == Some("Hello")
+    })
+    .await;
+    llm.release();
+    let row = app.turn_ended("om_q").await;
+    assert_eq!(row.state, "succeeded", "{:?}", row.error);
+    assert_eq!(row.output.as_deref(), Some("Hello wide world"));
+    assert_eq!(row.reply_message_id.as_deref(), Some(card_id));
+    let patches = fake.state.patches.lock().expect("lock").clone();
+    let texts: Vec<String> = patches
+        .iter()
+        .map(|(_, c)| {
+            c["body"]["elements"][0]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(texts.last().map(String::as_str), Some("Hello wide world"));
+    for pair in texts.windows(2) {
+        assert!(
+            pair[1].starts_with(&pair[0]),
+            "updates arrive in order: {texts:?}"
+        );
+    }
+    let last = &patches.last().expect("a final update").1;
+    assert_eq!(
+        button_values(last),
+        [json!({"action": "new_session", "turn_id": turn.turn_id})]
+    );
+    assert_eq!(
+        fake.state.sent.lock().expect("lock").len(),
+        1,
+        "one message: the card"
+    );
+
+    // The model got the prompt; the final text is what the next bot sees.
+    let requests = llm.requests(1).await;
+    assert_eq!(requests[0].body["stream"], true);
+    let build = Msg::group("om_build", "build it")
+        .mentioning("ou_bot_coder", "Coder")
+        .in_thread("om_root");
+    app.route(&build).await;
+    assert_eq!(app.ask_as("coder", &coder(), &build).await, "answered");
+    let e = app.explain("coder", "om_root", Some("om_build")).await;
+    let prompt = e.json["prompt_preview"].as_str().unwrap_or_default();
+    assert!(
+        prompt.contains("planner (agent): Hello wide world"),
+        "{prompt}"
+    );
+
+    // A second turn in the same session gets the first as history.
+    let again = Msg::group("om_q2", "and again")
+        .at_bot()
+        .in_thread("om_root");
+    llm.release();
+    assert_eq!(app.ask(&again).await, "answered");
+    let requests = llm.requests(2).await;
+    let messages = requests[1].body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    assert_eq!(messages[0], json!({"role": "user", "content": "say hello"}));
+    assert_eq!(
+        messages[1],
+        json!({"role": "assistant", "content": "Hello wide world"})
+    );
+    assert!(
+        messages[2]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("and again")
+    );
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    a_streamed_answer_grows_in_a_card_and_its_final_text_is_recorded,
+    streamed_answer
+);
+
+async fn buttons(db: TestDb) {
+    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let llm = FakeOpenAi::start(vec!["Working".into(), " on it".into()]).await;
+    llm.hold_after(1);
+    let text = streaming(&db, &fake, &llm, "allow_users = [\"ou_alice\", \"ou_bob\"]");
+    let mut app = TestApp::spawn(config(&text)).await;
+    let a = Msg::group("om_a", "task a").at_bot().in_thread("om_root_a");
+    let b = Msg::group("om_b", "task b")
+        .at_bot()
+        .in_thread("om_root_b")
+        .by("ou_bob");
+    app.route(&a).await;
+    app.route(&b).await;
+    llm.requests(2).await;
+    until(&fake, || fake.state.sent.lock().expect("lock").len() == 2).await;
+    let (ta, tb) = (app.turn_of("om_a").await, app.turn_of("om_b").await);
+    let card_a = ta.card_message_id.clone().expect("card posted");
+    until(&fake, || {
+        fake.state.card_text(&card_a).as_deref() == Some("Working")
+    })
+    .await;
+
+    // Someone who may not invoke the bot cannot stop it.
+    let refused = press(&app, "ou_mallory", "stop", &ta.turn_id, &card_a).await;
+    assert_eq!(refused.status, 200);
+    assert_eq!(refused.json["toast"]["type"], "error", "{}", refused.text);
+    assert_eq!(app.turn_of("om_a").await.state, "running");
+
+    // The stop button answers at once while the model is stalled, and stops only A.
+    let stopped = press(&app, "ou_alice", "stop", &ta.turn_id, &card_a).await;
+    assert_eq!(stopped.json["toast"]["type"], "success", "{}", stopped.text);
+    let row = app.turn_ended("om_a").await;
+    assert_eq!(
+        (row.state.as_str(), row.error.as_deref()),
+        ("cancelled", Some("stopped by the user"))
+    );
+    llm.client_gone().await;
+    assert_eq!(fake.state.card_text(&card_a).as_deref(), Some("Working"));
+    // The card is closed after the turn's state is written.
+    until(&fake, || {
+        fake.state
+            .patches
+            .lock()
+            .expect("lock")
+            .iter()
+            .any(|(id, c)| *id == card_a && c.to_string().contains("Stopped."))
+    })
+    .await;
+    assert_eq!(app.turn_of("om_b").await.state, "running", "B is untouched");
+    assert!(
+        app.recorded("planner", "om_a")
+            .await
+            .iter()
+            .all(|t| t != "agent_output")
+    );
+
+    // Pressing stop on a finished answer changes nothing.
+    let late = press(&app, "ou_alice", "stop", &ta.turn_id, &card_a).await;
+    assert_eq!(late.json["toast"]["type"], "info", "{}", late.text);
+
+    // /stop in B's thread stops B.
+    let stop_b = Msg::group("om_stop_b", "/stop")
+        .at_bot()
+        .in_thread("om_root_b")
+        .by("ou_bob");
+    app.route(&stop_b).await;
+    let row = app.turn_ended("om_b").await;
+    assert_eq!(row.state, "cancelled");
+    assert_eq!(tb.session_key, row.session_key);
+
+    // "New session" resets exactly A's session.
+    let key_a = ta.session_key.clone();
+    let before_a = app
+        .state
+        .store
+        .session("planner", &key_a)
+        .await
+        .expect("db")
+        .expect("a");
+    let before_b = app
+        .state
+        .store
+        .session("planner", &tb.session_key)
+        .await
+        .expect("db")
+        .expect("b");
+    let fresh = press(&app, "ou_alice", "new_session", &ta.turn_id, &card_a).await;
+    assert_eq!(fresh.json["toast"]["type"], "success", "{}", fresh.text);
+    let after_a = app
+        .state
+        .store
+        .session("planner", &key_a)
+        .await
+        .expect("db")
+        .expect("a");
+    let after_b = app
+        .state
+        .store
+        .session("planner", &tb.session_key)
+        .await
+        .expect("db")
+        .expect("b");
+    assert_ne!(before_a.session_id, after_a.session_id);
+    assert_eq!(before_b.session_id, after_b.session_id);
+    assert_eq!(
+        fake.state.send_attempts.load(Ordering::SeqCst),
+        3,
+        "two cards and the /stop reply"
+    );
+    app.stop().await.expect("clean stop");
+}
+both_backends!(card_buttons_and_stop_act_only_on_their_own_session, buttons);

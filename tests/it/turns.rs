@@ -1,0 +1,216 @@
+//! Persisted turns: states, crash recovery (a crash between the agent's answer and the
+//! Feishu reply, and one while the agent was working), and the tenant token's life.
+
+use std::sync::atomic::Ordering;
+
+use crate::{
+    both_backends,
+    support::{
+        Signer, TestApp, TestDb,
+        app::turn_of,
+        config, config_toml,
+        crash::Crashable,
+        fake_feishu::FakeFeishu,
+        feishu::{BOT_OPEN_ID, Msg},
+        gated_agent::GatedAgent,
+    },
+};
+
+fn with_feishu(db: &TestDb, fake: &FakeFeishu, more: &str) -> String {
+    config_toml(
+        db,
+        &format!("api_base = \"{}\"\napp_secret = \"s\"\n{more}", fake.base),
+    )
+}
+
+/// Waits until the fake has seen an event starting with `prefix`; returns it.
+async fn activity(rx: &mut tokio::sync::broadcast::Receiver<String>, prefix: &str) -> String {
+    let wait = async {
+        loop {
+            match rx.recv().await {
+                Ok(a) if a.starts_with(prefix) => return a,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(e) => panic!("fake closed: {e}"),
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), wait)
+        .await
+        .unwrap_or_else(|_| panic!("the fake never saw {prefix}"))
+}
+
+async fn crash_before_reply(db: TestDb) {
+    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let mut agent = GatedAgent::start().await;
+    agent.open();
+    let text = with_feishu(&db, &fake, &agent.config());
+    let mut seen = fake.state.activity.subscribe();
+
+    // Feishu stops answering: the reply hangs after the agent has answered.
+    fake.state.hang.store(true, Ordering::SeqCst);
+    let bridge = Crashable::start(config(&text)).await;
+    let ask = Msg::group("om_q", "draft a plan")
+        .at_bot()
+        .in_thread("om_root");
+    assert_eq!(bridge.event(&Signer::default().deliver(&ask)).await, 200);
+    agent.next().await;
+    let first = activity(&mut seen, "attempt:").await;
+    bridge.crash().await;
+
+    let store = feishu_bridge::store::open(&config(&text).database)
+        .await
+        .expect("store");
+    let row = turn_of(store.as_ref(), "om_q").await;
+    assert_eq!(row.state, "running");
+    assert_eq!(
+        row.output.as_deref(),
+        Some("answer: draft a plan"),
+        "answer stored before the reply"
+    );
+    assert!(row.decision_id.is_some());
+    drop(store);
+
+    // Restart with Feishu answering again: the stored answer is delivered, once.
+    fake.state.hang.store(false, Ordering::SeqCst);
+    let app = TestApp::spawn(config(&text)).await;
+    let row = app.turn_ended("om_q").await;
+    assert_eq!(row.state, "succeeded", "{:?}", row.error);
+    let uuids = fake.state.attempt_uuids.lock().expect("lock").clone();
+    assert_eq!(
+        uuids.len(),
+        2,
+        "the hung attempt and the one after the restart"
+    );
+    assert_eq!(
+        format!("attempt:{}", uuids[1]),
+        first,
+        "same uuid after the restart"
+    );
+    let sent = fake.state.sent.lock().expect("lock").clone();
+    assert_eq!(sent.len(), 1, "exactly one reply posted");
+    assert_eq!(sent[0].0, "om_q");
+    assert_eq!(sent[0].1["reply_in_thread"], true);
+    assert_eq!(row.reply_message_id.as_deref(), Some("om_bot_reply_1"));
+    assert!(
+        agent.turns.try_recv().is_err(),
+        "the agent was not asked again"
+    );
+    let outputs = app
+        .state
+        .store
+        .thread_events("planner", "oc_group", "om_root")
+        .await
+        .expect("events")
+        .into_iter()
+        .filter(|e| e.event_type == "agent_output")
+        .count();
+    assert_eq!(outputs, 1);
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    a_crash_between_the_answer_and_the_reply_posts_it_once_after_restart,
+    crash_before_reply
+);
+
+async fn crash_while_agent_works(db: TestDb) {
+    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let mut agent = GatedAgent::start().await;
+    let text = with_feishu(&db, &fake, &agent.config());
+    let bridge = Crashable::start(config(&text)).await;
+    let signer = Signer::default();
+    let first = Msg::group("om_1", "first").at_bot().in_thread("om_root");
+    let second = Msg::group("om_2", "second").at_bot().in_thread("om_root");
+    assert_eq!(bridge.event(&signer.deliver(&first)).await, 200);
+    assert_eq!(agent.next().await["request_text"], "first");
+    assert_eq!(bridge.event(&signer.deliver(&second)).await, 200);
+    // The second waits behind the first in the same session; wait until it is queued.
+    let store = feishu_bridge::store::open(&config(&text).database)
+        .await
+        .expect("store");
+    let queued = loop {
+        let inbox = store
+            .inbox_event("planner", "ev-om_2")
+            .await
+            .expect("store answers");
+        if inbox.is_some_and(|e| e.status.as_str() == "done") {
+            break turn_of(store.as_ref(), "om_2").await;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(queued.state, "queued");
+    bridge.crash().await;
+    assert_eq!(turn_of(store.as_ref(), "om_1").await.state, "running");
+    drop(store);
+
+    agent.open();
+    let app = TestApp::spawn(config(&text)).await;
+    let one = app.turn_ended("om_1").await;
+    assert_eq!(one.state, "failed");
+    assert_eq!(
+        one.error.as_deref(),
+        Some("interrupted: the bridge restarted")
+    );
+    let two = app.turn_ended("om_2").await;
+    assert_eq!(two.state, "succeeded", "{:?}", two.error);
+    assert_eq!(agent.next().await["request_text"], "second");
+    let sent = fake.state.sent.lock().expect("lock").clone();
+    let to = |m: &str| {
+        sent.iter()
+            .filter(|(t, _)| t == m)
+            .map(|(_, b)| b["content"].as_str().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        to("om_1").len(),
+        1,
+        "the interrupted request's user is told once"
+    );
+    assert!(to("om_1")[0].contains("restarted"), "{:?}", to("om_1"));
+    assert!(to("om_2")[0].contains("answer: second"));
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    after_a_crash_queued_turns_run_and_interrupted_ones_fail_with_a_notice,
+    crash_while_agent_works
+);
+
+async fn token_life(db: TestDb) {
+    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let text = with_feishu(&db, &fake, "");
+    let mut app = TestApp::spawn(config(&text)).await;
+    let tokens = || fake.state.token_requests.load(Ordering::SeqCst);
+    let attempts = || fake.state.send_attempts.load(Ordering::SeqCst);
+    let ask = |id: &str| Msg::group(id, "hello").at_bot().in_thread("om_root");
+
+    // Cached: one token for several replies.
+    assert_eq!(app.ask(&ask("om_1")).await, "answered");
+    assert_eq!(app.ask(&ask("om_2")).await, "answered");
+    assert_eq!(tokens(), 1);
+
+    // Invalidated early (99991663): refreshed once, and the reply still goes out.
+    fake.state.revoke_token();
+    let before = attempts();
+    assert_eq!(app.ask(&ask("om_3")).await, "answered");
+    assert_eq!((tokens(), attempts() - before), (2, 2));
+
+    // A token with no life left is replaced before it is used, not after a refusal.
+    fake.state.token_expire.store(0, Ordering::SeqCst);
+    fake.state.revoke_token();
+    assert_eq!(app.ask(&ask("om_4")).await, "answered");
+    assert!(tokens() >= 3);
+    let gets = || fake.state.get_requests.load(Ordering::SeqCst);
+    let (t0, a0, g0) = (tokens(), attempts(), gets());
+    assert_eq!(app.ask(&ask("om_5")).await, "answered");
+    assert_eq!(attempts() - a0, 1, "no refusal: refreshed before sending");
+    assert_eq!(
+        tokens() - t0,
+        attempts() - a0 + gets() - g0,
+        "a fresh token for every call"
+    );
+    assert_eq!(app.turn_of("om_5").await.state, "succeeded");
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    the_tenant_token_is_cached_refreshed_when_invalid_and_before_expiry,
+    token_life
+);
