@@ -185,6 +185,11 @@ async fn async_callbacks(db: TestDb) {
     let (outcome, ()) = tokio::join!(app.ask(&ask), callback);
     assert_eq!(outcome, "answered");
     assert_eq!(app.last_reply("planner").await, "done asynchronously");
+    let turn = app.turn_of("om_q").await;
+    assert_eq!(
+        (turn.state.as_str(), turn.output.as_deref()),
+        ("succeeded", Some("done asynchronously"))
+    );
     app.stop().await.expect("clean stop");
 }
 both_backends!(
@@ -208,6 +213,13 @@ async fn timeouts(db: TestDb) {
         rows.iter().all(|r| r.event_type != "agent_output"),
         "nothing recorded as an answer"
     );
+    let turn = app.turn_of("om_q").await;
+    assert_eq!(turn.state, "failed");
+    assert_eq!(
+        turn.error.as_deref(),
+        Some("agent failed: no answer within 1 s")
+    );
+    assert!(turn.output.is_none() && turn.finished_at.is_some());
     drop(agent);
     app.stop().await.expect("clean stop");
 }

@@ -8,6 +8,7 @@ mod commands;
 mod context;
 mod errors;
 mod explain;
+mod full_loop;
 mod inbox;
 mod openai_agent;
 mod operating;
