@@ -49,6 +49,9 @@ pub enum ApiError {
     /// 404: no such resource.
     #[error("{0}")]
     NotFound(String),
+    /// 400: a query parameter has a value the endpoint does not know.
+    #[error("{0}")]
+    BadRequest(String),
     /// 404: no turn waits under this id.
     #[error(
         "no turn {0} is waiting for an answer (unknown, already answered, timed out or stopped)"
@@ -89,6 +92,7 @@ impl ApiError {
             Self::RouteNotFound => "route_not_found",
             Self::NotFound(_) => "not_found",
             Self::UnknownTurn(_) => "unknown_turn",
+            Self::BadRequest(_) => "bad_request",
         }
     }
 
@@ -99,7 +103,9 @@ impl ApiError {
             | Self::BadToken
             | Self::StaleTimestamp(_)
             | Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Undecryptable(_) | Self::MalformedJson(_) => StatusCode::BAD_REQUEST,
+            Self::Undecryptable(_) | Self::MalformedJson(_) | Self::BadRequest(_) => {
+                StatusCode::BAD_REQUEST
+            }
             Self::UnknownProfile(_)
             | Self::RouteNotFound
             | Self::NotFound(_)

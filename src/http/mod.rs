@@ -12,6 +12,7 @@ pub mod openapi;
 mod router;
 mod sessions;
 mod status;
+mod turns;
 mod webhook;
 
 pub use auth::AdminAuth;

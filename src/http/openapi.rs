@@ -24,6 +24,7 @@ use utoipa::{
         (name = "sessions", description = "Session mappings"),
         (name = "explain", description = "Why the bot did or did not answer"),
         (name = "agents", description = "Callbacks from webhook agents"),
+        (name = "turns", description = "Requests handed to agents, and what became of them"),
     )
 )]
 pub struct ApiDoc;

@@ -14,7 +14,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
     AppState, agent_callback, error, explain, explain_root, health, metrics, openapi::ApiDoc,
-    sessions, status, webhook,
+    sessions, status, turns, webhook,
 };
 
 /// Every route, with its OpenAPI description (no state, no layers).
@@ -31,6 +31,8 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(explain::message))
         .routes(routes!(explain_root::explain))
         .routes(routes!(agent_callback::output))
+        .routes(routes!(turns::list))
+        .routes(routes!(turns::get))
 }
 
 /// The service: routes plus layers, bound to its state.

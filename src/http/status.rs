@@ -82,10 +82,11 @@ pub struct InboxProblemBody {
 /// `turns` of [`StatusBody`].
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TurnsStatus {
-    /// Waiting.
-    pub queued: i64,
-    /// Running.
-    pub running: i64,
+    /// Persisted turns waiting behind their session's earlier ones (null when the
+    /// database does not answer).
+    pub queued: Option<i64>,
+    /// Persisted turns handed to their agent.
+    pub running: Option<i64>,
 }
 
 /// Version, uptime, database, profiles, inbox depth and failures.
@@ -102,6 +103,11 @@ pub async fn status(
     let ok = app.store.ping().await.is_ok();
     let counts = if ok {
         app.store.inbox_counts().await.ok()
+    } else {
+        None
+    };
+    let turns = if ok {
+        app.store.turn_counts().await.ok()
     } else {
         None
     };
@@ -148,8 +154,8 @@ pub async fn status(
                 .collect(),
         },
         turns: TurnsStatus {
-            queued: 0,
-            running: 0,
+            queued: turns.map(|t| t.0),
+            running: turns.map(|t| t.1),
         },
     }))
 }

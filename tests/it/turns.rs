@@ -3,6 +3,8 @@
 
 use std::sync::atomic::Ordering;
 
+use serde_json::json;
+
 use crate::{
     both_backends,
     support::{
@@ -214,3 +216,68 @@ both_backends!(
     the_tenant_token_is_cached_refreshed_when_invalid_and_before_expiry,
     token_life
 );
+
+async fn turns_over_rest(db: TestDb) {
+    let mut agent = GatedAgent::start().await;
+    let text = config_toml(&db, &agent.config());
+    let mut app = TestApp::spawn(config(&text)).await;
+    let first = Msg::group("om_1", "first").at_bot().in_thread("om_root");
+    let second = Msg::group("om_2", "second").at_bot().in_thread("om_root");
+    app.route(&first).await;
+    agent.next().await;
+    app.route(&second).await;
+
+    let status = app.get("/status").await;
+    assert_eq!(
+        (
+            &status.json["turns"]["queued"],
+            &status.json["turns"]["running"]
+        ),
+        (&json!(1), &json!(1)),
+        "{}",
+        status.text
+    );
+    let queued = app.get("/turns?profile=planner&state=queued").await;
+    assert_eq!(queued.status, 200, "{}", queued.text);
+    assert_eq!(queued.json["turns"][0]["message_id"], "om_2");
+    assert!(
+        queued.json["turns"][0].get("request_text").is_none(),
+        "texts only with verbose"
+    );
+    let bad = app.get("/turns?state=sleeping").await;
+    assert_eq!((bad.status, bad.code()), (400, "bad_request"));
+
+    agent.open();
+    let done = app.turn_ended("om_2").await;
+    assert_eq!(done.state, "succeeded");
+    let one = app
+        .get(&format!("/turns/{}?verbose=true", done.turn_id))
+        .await;
+    assert_eq!(one.status, 200, "{}", one.text);
+    assert_eq!(one.json["state"], "succeeded");
+    assert_eq!(one.json["output"], "answer: second");
+    assert_eq!(one.json["output_chars"], 14);
+    assert_eq!(one.json["request_text"], "second");
+    assert!(one.json["decision_id"].is_i64());
+    let all = app.get("/turns?session_key=thread:oc_group:om_root").await;
+    let states: Vec<_> = all.json["turns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| (t["message_id"].clone(), t["state"].clone()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            (json!("om_2"), json!("succeeded")),
+            (json!("om_1"), json!("succeeded"))
+        ],
+        "newest first"
+    );
+    let missing = app.get("/turns/turn_nope").await;
+    assert_eq!((missing.status, missing.code()), (404, "not_found"));
+    let anonymous = app.get_anonymous("/turns").await;
+    assert_eq!(anonymous.status, 401);
+    app.stop().await.expect("clean stop");
+}
+both_backends!(turns_are_listed_and_counted_over_rest, turns_over_rest);

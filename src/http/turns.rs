@@ -1,0 +1,170 @@
+//! `GET /turns` and `GET /turns/{turn_id}`: what became of each request handed to an
+//! agent — its state, timings, error, the decision it made and the reply it posted.
+
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::{AdminAuth, ApiError, AppState, ErrorBody};
+use crate::store::{TurnFilter, TurnRow, TurnState};
+
+/// A turn.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TurnBody {
+    /// `turn_<hex>`; also the webhook agent's `webhook-id`.
+    pub turn_id: String,
+    /// Profile.
+    pub profile: String,
+    /// Session key.
+    pub session_key: String,
+    /// Session id it ran in (set when it started).
+    pub session_id: Option<String>,
+    /// Chat.
+    pub chat_id: String,
+    /// Request message.
+    pub message_id: String,
+    /// `queued`, `running`, `succeeded`, `failed` or `cancelled`.
+    pub state: String,
+    /// Its context decision (`GET /explain/{root}?decision_id=`).
+    pub decision_id: Option<i64>,
+    /// The posted answer (or its card).
+    pub reply_message_id: Option<String>,
+    /// The card a streaming answer is shown in.
+    pub card_message_id: Option<String>,
+    /// Why it failed or was cancelled.
+    pub error: Option<String>,
+    /// Characters of the agent's answer, once it answered.
+    pub output_chars: Option<usize>,
+    /// Unix ms.
+    pub queued_at: i64,
+    /// Unix ms.
+    pub started_at: Option<i64>,
+    /// Unix ms the agent answered.
+    pub answered_at: Option<i64>,
+    /// Unix ms.
+    pub finished_at: Option<i64>,
+    /// The request text (with `verbose`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_text: Option<String>,
+    /// The agent's answer (with `verbose`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+impl TurnBody {
+    fn of(r: TurnRow, verbose: bool) -> Self {
+        Self {
+            output_chars: r.output.as_ref().map(|o| o.chars().count()),
+            request_text: verbose.then(|| r.request_text.clone()),
+            output: if verbose { r.output.clone() } else { None },
+            turn_id: r.turn_id,
+            profile: r.profile,
+            session_key: r.session_key,
+            session_id: r.session_id,
+            chat_id: r.chat_id,
+            message_id: r.message_id,
+            state: r.state,
+            decision_id: r.decision_id,
+            reply_message_id: r.reply_message_id,
+            card_message_id: r.card_message_id,
+            error: r.error,
+            queued_at: r.queued_at,
+            started_at: r.started_at,
+            answered_at: r.answered_at,
+            finished_at: r.finished_at,
+        }
+    }
+}
+
+/// `GET /turns`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TurnList {
+    /// Newest first.
+    pub turns: Vec<TurnBody>,
+}
+
+/// Filters of `GET /turns`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TurnsQuery {
+    /// Only this profile.
+    pub profile: Option<String>,
+    /// Only this session key.
+    pub session_key: Option<String>,
+    /// Only this state.
+    pub state: Option<String>,
+    /// At most this many (default 50, at most 500).
+    pub limit: Option<i64>,
+    /// Include request texts and answers.
+    #[serde(default)]
+    pub verbose: bool,
+}
+
+/// Include texts?
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct VerboseQuery {
+    /// Include the request text and the answer.
+    #[serde(default)]
+    pub verbose: bool,
+}
+
+/// Turns, newest first.
+#[utoipa::path(get, path = "/turns", tag = "turns", security(("bearer" = [])),
+    params(TurnsQuery),
+    responses(
+        (status = 200, description = "Turns", body = TurnList),
+        (status = 400, description = "`bad_request`: unknown state", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ))]
+pub async fn list(
+    State(app): State<AppState>,
+    _auth: AdminAuth,
+    Query(q): Query<TurnsQuery>,
+) -> Result<Json<TurnList>, ApiError> {
+    if let Some(s) = q.state.as_deref().filter(|s| TurnState::parse(s).is_none()) {
+        return Err(ApiError::BadRequest(format!(
+            "unknown state {s:?}: use queued, running, succeeded, failed or cancelled"
+        )));
+    }
+    let rows = app
+        .store
+        .turns(&TurnFilter {
+            profile: q.profile,
+            session_key: q.session_key,
+            state: q.state,
+            limit: q.limit.unwrap_or(50).clamp(1, 500),
+        })
+        .await
+        .map_err(ApiError::store)?;
+    Ok(Json(TurnList {
+        turns: rows
+            .into_iter()
+            .map(|r| TurnBody::of(r, q.verbose))
+            .collect(),
+    }))
+}
+
+/// One turn.
+#[utoipa::path(get, path = "/turns/{turn_id}", tag = "turns", security(("bearer" = [])),
+    params(("turn_id" = String, Path, description = "`turn_<hex>`"), VerboseQuery),
+    responses(
+        (status = 200, description = "The turn", body = TurnBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+    ))]
+pub async fn get(
+    State(app): State<AppState>,
+    _auth: AdminAuth,
+    Path(turn_id): Path<String>,
+    Query(q): Query<VerboseQuery>,
+) -> Result<Json<TurnBody>, ApiError> {
+    let row = app.store.turn(&turn_id).await.map_err(ApiError::store)?;
+    row.map(|r| Json(TurnBody::of(r, q.verbose)))
+        .ok_or_else(|| ApiError::NotFound(format!("no turn {turn_id}")))
+}
