@@ -281,3 +281,40 @@ async fn turns_over_rest(db: TestDb) {
     app.stop().await.expect("clean stop");
 }
 both_backends!(turns_are_listed_and_counted_over_rest, turns_over_rest);
+
+async fn graceful_stop(db: TestDb) {
+    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let mut agent = GatedAgent::start().await;
+    let text = with_feishu(&db, &fake, &agent.config());
+    let mut app = TestApp::spawn(config(&text)).await;
+    let first = Msg::group("om_1", "first").at_bot().in_thread("om_root");
+    let second = Msg::group("om_2", "second").at_bot().in_thread("om_root");
+    app.route(&first).await;
+    agent.next().await;
+    app.route(&second).await;
+    let store = app.state.store.clone();
+    app.stop().await.expect("clean stop");
+
+    // The running turn was interrupted and its user told; the queued one waits.
+    let one = turn_of(store.as_ref(), "om_1").await;
+    assert_eq!(
+        (one.state.as_str(), one.error.as_deref()),
+        ("failed", Some("interrupted: the bridge shut down"))
+    );
+    assert_eq!(turn_of(store.as_ref(), "om_2").await.state, "queued");
+    let told = fake.state.sent.lock().expect("lock").clone();
+    assert_eq!(told.len(), 1);
+    assert_eq!(told[0].0, "om_1");
+
+    // The next start runs it.
+    agent.open();
+    let app = TestApp::spawn(config(&text)).await;
+    let two = app.turn_ended("om_2").await;
+    assert_eq!(two.state, "succeeded", "{:?}", two.error);
+    assert_eq!(agent.next().await["request_text"], "second");
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    a_graceful_stop_interrupts_the_running_turn_and_keeps_queued_ones,
+    graceful_stop
+);
