@@ -177,6 +177,7 @@ impl Bridge {
                 done: turns_done.clone(),
                 agents: crate::agent::backends(&config, &agent_http, &callbacks),
                 shutdown: turns_stop.clone(),
+                metrics: metrics.clone(),
             }));
             let pipeline = Pipeline::new(
                 config.clone(),

@@ -27,6 +27,8 @@ pub struct Metrics {
     pub store_errors: IntCounterVec,
     /// Events per group-commit transaction.
     pub commit_batch_size: HistogramVec,
+    /// Turns that ended, by profile and outcome.
+    pub turns_finished: IntCounterVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -91,6 +93,14 @@ impl Metrics {
             &["backend"],
         )
         .expect("valid metric");
+        let turns_finished = IntCounterVec::new(
+            Opts::new(
+                "turns_finished_total",
+                "Turns that ended, by outcome (answered, stopped, agent_failed, …).",
+            ),
+            &["profile", "outcome"],
+        )
+        .expect("valid metric");
         let m = Self {
             registry,
             webhook_requests,
@@ -101,13 +111,14 @@ impl Metrics {
             events_processed,
             store_errors,
             commit_batch_size,
+            turns_finished,
         };
         m.register_all();
         m
     }
 
     fn register_all(&self) {
-        let collectors: [Box<dyn prometheus::core::Collector>; 8] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 9] = [
             Box::new(self.webhook_requests.clone()),
             Box::new(self.http_duration.clone()),
             Box::new(self.inbox_pending.clone()),
@@ -116,6 +127,7 @@ impl Metrics {
             Box::new(self.events_processed.clone()),
             Box::new(self.store_errors.clone()),
             Box::new(self.commit_batch_size.clone()),
+            Box::new(self.turns_finished.clone()),
         ];
         for c in collectors {
             self.registry.register(c).expect("metric names are unique");

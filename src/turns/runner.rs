@@ -112,6 +112,7 @@ pub struct TurnRunner {
     pub(super) outbound: Arc<dyn Outbound>,
     done: tokio::sync::broadcast::Sender<TurnDone>,
     agents: HashMap<String, Arc<dyn Agent>>,
+    metrics: crate::telemetry::Metrics,
     /// Cancelled when the bridge shuts down: a turn cancelled then was interrupted, not
     /// stopped by its user, and a queued one stays queued for the next start.
     shutdown: CancellationToken,
@@ -150,6 +151,8 @@ pub struct RunnerParts {
     pub agents: HashMap<String, Arc<dyn Agent>>,
     /// Cancelled at shutdown.
     pub shutdown: CancellationToken,
+    /// Where finished turns are counted.
+    pub metrics: crate::telemetry::Metrics,
 }
 
 impl TurnRunner {
@@ -163,6 +166,7 @@ impl TurnRunner {
             outbound: p.outbound,
             done: p.done,
             agents: p.agents,
+            metrics: p.metrics,
             shutdown: p.shutdown,
         }
     }
@@ -245,6 +249,10 @@ impl TurnRunner {
         outcome: &'static str,
     ) {
         tracing::info!(profile, message_id, turn_id, outcome, "turn finished");
+        self.metrics
+            .turns_finished
+            .with_label_values(&[profile, outcome])
+            .inc();
         let _ = self.done.send(TurnDone {
             profile: profile.to_string(),
             message_id: message_id.to_string(),

@@ -274,6 +274,14 @@ async fn turns_over_rest(db: TestDb) {
         ],
         "newest first"
     );
+    let metrics = app.get("/metrics").await;
+    assert!(
+        metrics.text.contains(
+            "feishu_bridge_turns_finished_total{outcome=\"answered\",profile=\"planner\"} 2"
+        ),
+        "{}",
+        metrics.text
+    );
     let missing = app.get("/turns/turn_nope").await;
     assert_eq!((missing.status, missing.code()), (404, "not_found"));
     let anonymous = app.get_anonymous("/turns").await;
