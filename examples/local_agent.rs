@@ -1,0 +1,114 @@
+//! A local agent for trying the whole loop without a real one: it serves both agent
+//! backends the bridge speaks.
+//!
+//! * `POST /turn` — a `webhook` agent: checks the Standard Webhooks signature with the
+//!   secret in `LOCAL_AGENT_SECRET`, then answers `200 {"output": …}`.
+//! * `POST /v1/chat/completions` — an OpenAI-compatible model: streams (Server-Sent
+//!   Events) or answers in one piece, word by word from a short canned reply that shows
+//!   what it was given.
+//!
+//! ```sh
+//! cargo run --example local_agent            # listens on 127.0.0.1:9000
+//! cargo run -- --config examples/agents.toml serve
+//! cargo run -- --config examples/agents.toml simulate --scenario examples/scenario.toml
+//! ```
+
+use std::{convert::Infallible, time::Duration};
+
+use axum::{
+    Json, Router,
+    body::{Body, Bytes},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::post,
+};
+use serde_json::{Value, json};
+
+/// The demo secret of `examples/agents.toml` (not a secret of anything real).
+const DEMO_SECRET: &str = "whsec_bG9jYWwtYWdlbnQtZGVtby1zZWNyZXQ=";
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let listen = std::env::var("LOCAL_AGENT_LISTEN").unwrap_or_else(|_| "127.0.0.1:9000".into());
+    let app = Router::new()
+        .route("/turn", post(turn))
+        .route("/v1/chat/completions", post(completions));
+    let listener = tokio::net::TcpListener::bind(&listen).await?;
+    println!("local agent on http://{listen} (webhook: /turn, openai: /v1)");
+    axum::serve(listener, app).await?;
+    Ok(())
+}
+
+/// The webhook agent: verify, then answer with what it was given.
+async fn turn(headers: HeaderMap, body: Bytes) -> Response {
+    let secret = std::env::var("LOCAL_AGENT_SECRET").unwrap_or_else(|_| DEMO_SECRET.into());
+    let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Err(e) = feishu_bridge::agent::webhook::verify(
+        &secret,
+        h("webhook-id"),
+        h("webhook-timestamp"),
+        h("webhook-signature"),
+        &body,
+    ) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": e.to_string()})),
+        )
+            .into_response();
+    }
+    let Ok(turn) = serde_json::from_slice::<Value>(&body) else {
+        return (StatusCode::BAD_REQUEST, Json(json!({"error": "not JSON"}))).into_response();
+    };
+    let items = turn["context_items"].as_array().map_or(0, Vec::len);
+    let output = format!(
+        "(local webhook agent) You asked: \"{}\". I was given {items} context item(s) and a prompt of {} characters in session {}.",
+        turn["request_text"].as_str().unwrap_or_default(),
+        turn["prompt"].as_str().map_or(0, |p| p.chars().count()),
+        turn["session_id"].as_str().unwrap_or_default(),
+    );
+    Json(json!({ "output": output })).into_response()
+}
+
+/// The OpenAI-compatible model.
+async fn completions(Json(req): Json<Value>) -> Response {
+    let messages = req["messages"].as_array().cloned().unwrap_or_default();
+    let prompt = messages
+        .last()
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    let request = prompt.rsplit("[User request]\n").next().unwrap_or(prompt);
+    let answer = format!(
+        "(local model) This session has {} earlier message(s). You asked: \"{}\". The prompt I got is {} characters long; a real model would answer it here.",
+        messages.len().saturating_sub(1),
+        request.trim(),
+        prompt.chars().count(),
+    );
+    if req["stream"] != json!(true) {
+        return Json(json!({
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+        }))
+        .into_response();
+    }
+    let words: Vec<String> = answer.split_inclusive(' ').map(str::to_string).collect();
+    let stream = futures_util::stream::unfold(0usize, move |i| {
+        let words = words.clone();
+        async move {
+            let event = match i.cmp(&words.len()) {
+                std::cmp::Ordering::Less => {
+                    // Slow enough to watch the card grow.
+                    tokio::time::sleep(Duration::from_millis(120)).await;
+                    let chunk = json!({"choices": [{"index": 0, "delta": {"content": words[i]}}]});
+                    format!("data: {chunk}\n\n")
+                }
+                std::cmp::Ordering::Equal => "data: [DONE]\n\n".to_string(),
+                std::cmp::Ordering::Greater => return None,
+            };
+            Some((Ok::<_, Infallible>(Bytes::from(event)), i + 1))
+        }
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
