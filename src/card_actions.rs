@@ -64,14 +64,13 @@ impl Press {
     }
 
     fn is_one_of(&self, ids: &[String]) -> bool {
-        [
-            &self.operator.open_id,
-            &self.operator.union_id,
-            &self.operator.user_id,
-        ]
-        .into_iter()
-        .flatten()
-        .any(|id| !id.is_empty() && ids.iter().any(|a| a == id))
+        crate::routing::Sender {
+            open_id: self.operator.open_id.as_deref(),
+            union_id: self.operator.union_id.as_deref(),
+            user_id: self.operator.user_id.as_deref(),
+            sender_type: "user",
+        }
+        .is_one_of(ids)
     }
 }
 

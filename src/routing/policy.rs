@@ -88,7 +88,7 @@ impl Sender<'_> {
     }
 
     /// Whether any of the sender's ids is in `list`.
-    fn is_one_of(&self, list: &[String]) -> bool {
+    pub fn is_one_of(&self, list: &[String]) -> bool {
         [self.open_id, self.union_id, self.user_id]
             .into_iter()
             .flatten()
