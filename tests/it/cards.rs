@@ -96,6 +96,39 @@ async fn press(app: &TestApp, operator: &str, action: &str, turn_id: &str, card:
     }
 }
 
+/// Presses a button through the legacy message-card URL (plaintext, SHA-1 signed).
+async fn press_legacy(app: &TestApp, operator: &str, action: &str, turn_id: &str) -> Answer {
+    use sha1::{Digest, Sha1};
+    let body = json!({
+        "open_id": operator, "open_message_id": "om_card", "open_chat_id": "oc_group",
+        "tenant_key": "tenant_test", "token": "c-legacy",
+        "action": {"value": {"action": action, "turn_id": turn_id}, "tag": "button"},
+    })
+    .to_string();
+    let (ts, nonce) = (crate::support::feishu::now_secs().to_string(), "n-legacy");
+    let mut h = Sha1::new();
+    h.update(format!("{ts}{nonce}{}", crate::support::feishu::TOKEN).as_bytes());
+    h.update(body.as_bytes());
+    let resp = app
+        .client
+        .post(format!("{}/webhook/planner/card", app.base))
+        .timeout(Duration::from_secs(3))
+        .header("X-Lark-Request-Timestamp", &ts)
+        .header("X-Lark-Request-Nonce", nonce)
+        .header("X-Lark-Signature", hex::encode(h.finalize()))
+        .body(body)
+        .send()
+        .await
+        .expect("answered within Feishu's 3 s");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    Answer {
+        status,
+        json: serde_json::from_str(&text).unwrap_or(Value::Null),
+        text,
+    }
+}
+
 fn button_values(card: &Value) -> Vec<Value> {
     card["body"]["elements"]
         .as_array()
@@ -323,6 +356,19 @@ async fn buttons(db: TestDb) {
         .expect("b");
     assert_ne!(before_a.session_id, after_a.session_id);
     assert_eq!(before_b.session_id, after_b.session_id);
+
+    // The legacy card URL works the same way.
+    let legacy = press_legacy(&app, "ou_bob", "new_session", &tb.turn_id).await;
+    assert_eq!(legacy.status, 200, "{}", legacy.text);
+    assert_eq!(legacy.json["toast"]["type"], "success", "{}", legacy.text);
+    let reset_b = app
+        .state
+        .store
+        .session("planner", &tb.session_key)
+        .await
+        .expect("db")
+        .expect("b");
+    assert_ne!(reset_b.session_id, after_b.session_id);
     assert_eq!(
         fake.state.send_attempts.load(Ordering::SeqCst),
         3,
