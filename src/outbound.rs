@@ -187,7 +187,11 @@ impl Pacer {
             next.insert(chat_id.to_string(), slot + CHAT_SPACING);
             slot
         };
-        tokio::time::sleep_until(at).await;
+        // Only when there is something to wait for: a timer, even one already due,
+        // costs a tick of the runtime's clock (about a millisecond).
+        if at > tokio::time::Instant::now() {
+            tokio::time::sleep_until(at).await;
+        }
     }
 }
 

@@ -417,7 +417,7 @@ pub trait DecisionStore: Send + Sync + 'static {
     ) -> Result<Option<(String, String)>, StoreError>;
     /// A recorded message's text (for quoted replies), not recalled: (text, label).
     async fn message_text(&self, message_id: &str) -> Result<Option<(String, String)>, StoreError>;
-    /// Records a decision and links it from the request's verdict.
+    /// Records a decision and links it from the request's verdict and running turn.
     async fn record_decision(&self, d: &NewDecision) -> Result<i64, StoreError>;
     /// One decision.
     async fn decision(&self, id: i64) -> Result<Option<DecisionRow>, StoreError>;

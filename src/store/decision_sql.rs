@@ -191,6 +191,15 @@ macro_rules! impl_decision_store {
                         .bind(&d.message_id)
                         .execute(&mut *tx)
                         .await?;
+                    sqlx::query(
+                        "UPDATE turns SET decision_id = $1 \
+                         WHERE profile = $2 AND message_id = $3 AND state = 'running'",
+                    )
+                    .bind(id)
+                    .bind(&d.bot_profile)
+                    .bind(&d.message_id)
+                    .execute(&mut *tx)
+                    .await?;
                     tx.commit().await?;
                     Ok(id)
                 })

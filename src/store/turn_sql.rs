@@ -95,22 +95,6 @@ macro_rules! impl_turn_store {
                 .await
             }
 
-            async fn set_turn_decision(
-                &self,
-                turn_id: &str,
-                decision_id: i64,
-            ) -> Result<(), $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    sqlx::query("UPDATE turns SET decision_id = $2 WHERE turn_id = $1")
-                        .bind(turn_id)
-                        .bind(decision_id)
-                        .execute(&self.pool)
-                        .await?;
-                    Ok(())
-                })
-                .await
-            }
-
             async fn save_turn_output(
                 &self,
                 turn_id: &str,

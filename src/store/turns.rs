@@ -158,8 +158,6 @@ pub trait TurnStore: Send + Sync + 'static {
     ) -> Result<Option<i64>, StoreError>;
     /// Remembers the card a streaming answer is shown in.
     async fn set_turn_card(&self, turn_id: &str, message_id: &str) -> Result<(), StoreError>;
-    /// Links the turn's context decision.
-    async fn set_turn_decision(&self, turn_id: &str, decision_id: i64) -> Result<(), StoreError>;
     /// Stores the agent's answer before it is posted.
     async fn save_turn_output(
         &self,

@@ -357,9 +357,6 @@ impl TurnRunner {
             created_at: now_ms(),
         };
         let decision_id = self.store.record_decision(&decision).await?;
-        self.store
-            .set_turn_decision(&job.turn_id, decision_id)
-            .await?;
         tracing::info!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, decision_id, mode = %decision.mode, "context decision recorded");
 
         if quoted_ok.is_err() {
