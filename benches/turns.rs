@@ -27,7 +27,8 @@
 //!
 //! Run with `cargo bench --bench turns` (`TURNS_N=1000 cargo bench --bench turns` for
 //! more). Run without `--bench` (as `cargo test --benches` does) it only does a few turns
-//! as a smoke test and prints nothing but a line.
+//! as a smoke test and prints nothing but a line. `TURNS_DATABASE_URL` runs it on another
+//! database, e.g. a scratch Postgres database.
 
 use std::time::{Duration, Instant};
 
@@ -467,7 +468,14 @@ async fn bench(warmup: usize, n: usize, report: bool) {
         .prefix("fbbench_turns_")
         .tempdir()
         .expect("temp dir");
-    let db_url = format!("sqlite://{}", dir.path().join("bench.db").display());
+    // `TURNS_DATABASE_URL` points it at another database (a scratch Postgres database).
+    let db_url = std::env::var("TURNS_DATABASE_URL")
+        .unwrap_or_else(|_| format!("sqlite://{}", dir.path().join("bench.db").display()));
+    let backend = if db_url.starts_with("sqlite:") {
+        "SQLite in a temp dir"
+    } else {
+        "Postgres (TURNS_DATABASE_URL)"
+    };
     let (agent_url, agent) = start_agent().await;
     let (api_base, replies, mut unexpected) = start_feishu().await;
     let config =
@@ -540,7 +548,7 @@ async fn bench(warmup: usize, n: usize, report: bool) {
     println!("## feishu-bridge turn overhead (agent excluded)");
     println!();
     println!(
-        "- {n} sequential turns measured after {warmup} warm-up turns; SQLite in a temp dir; \
+        "- {n} sequential turns measured after {warmup} warm-up turns; {backend}; \
          webhook agent and Open API faked in-process on 127.0.0.1"
     );
     println!("- each turn: a new group message @bot, its own chat and thread root");
