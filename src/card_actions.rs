@@ -74,6 +74,10 @@ impl Press {
     }
 }
 
+/// How long an answer may wait for a button's work (Feishu gives up after 3 s, and the
+/// callback was stored first).
+const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_millis(1000);
+
 /// A toast answer.
 fn toast(kind: &str, content: &str) -> Value {
     json!({"toast": {"type": kind, "content": content}})
@@ -134,24 +138,29 @@ pub async fn answer(app: &App, profile: &str, event_type: &str, payload: &str) -
             let Some(scope) = job.map(|j| j.history_scope) else {
                 return toast("error", "This conversation can no longer be reset.");
             };
-            // One write; done before answering so the toast tells the truth.
-            let fresh = new_session_id();
-            match app
-                .store
-                .reset_session(&turn.profile, &turn.session_key, &scope, &fresh, now_ms())
-                .await
-            {
-                Ok(_) => {
-                    tracing::info!(profile = %turn.profile, session_key = %turn.session_key, "session reset from a card");
-                    toast(
-                        "success",
-                        "New session started: earlier messages will not be sent to the agent.",
-                    )
+            // One write, in a task of its own: the answer waits for it only briefly, so
+            // a slow database delays the reset, never Feishu's answer.
+            let store = app.store.clone();
+            let reset = tokio::spawn(async move {
+                let fresh = new_session_id();
+                let done = store
+                    .reset_session(&turn.profile, &turn.session_key, &scope, &fresh, now_ms())
+                    .await;
+                match &done {
+                    Ok(_) => {
+                        tracing::info!(profile = %turn.profile, session_key = %turn.session_key, "session reset from a card")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "session reset from a card failed"),
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "session reset from a card failed");
-                    toast("error", "The session could not be reset; try again.")
-                }
+                done.is_ok()
+            });
+            match tokio::time::timeout(ANSWER_WITHIN, reset).await {
+                Ok(Ok(true)) => toast(
+                    "success",
+                    "New session started: earlier messages will not be sent to the agent.",
+                ),
+                Ok(_) => toast("error", "The session could not be reset; try again."),
+                Err(_) => toast("info", "Starting a new session…"),
             }
         }
         _ => toast("info", "Unknown action."),
