@@ -13,14 +13,7 @@ impl FeishuClient {
         card: &Value,
         uuid: &str,
     ) -> Result<String, ApiError> {
-        let body = json!({
-            "msg_type": "interactive",
-            "content": card.to_string(),
-            "reply_in_thread": true,
-            "uuid": uuid,
-        });
-        let url = format!("{}/open-apis/im/v1/messages/{message_id}/reply", self.base);
-        self.send_with_retries(reqwest::Method::POST, &url, &body)
+        self.reply(message_id, "interactive", card.to_string(), uuid)
             .await
     }
 
@@ -31,17 +24,7 @@ impl FeishuClient {
         card: &Value,
         uuid: &str,
     ) -> Result<String, ApiError> {
-        let body = json!({
-            "receive_id": chat_id,
-            "msg_type": "interactive",
-            "content": card.to_string(),
-            "uuid": uuid,
-        });
-        let url = format!(
-            "{}/open-apis/im/v1/messages?receive_id_type=chat_id",
-            self.base
-        );
-        self.send_with_retries(reqwest::Method::POST, &url, &body)
+        self.send(chat_id, "interactive", card.to_string(), uuid)
             .await
     }
 

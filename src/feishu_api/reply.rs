@@ -48,15 +48,8 @@ impl FeishuClient {
         text: &str,
         uuid: &str,
     ) -> Result<String, ApiError> {
-        let body = json!({
-            "msg_type": "text",
-            "content": json!({"text": text}).to_string(),
-            "reply_in_thread": true,
-            "uuid": uuid,
-        });
-        let url = format!("{}/open-apis/im/v1/messages/{message_id}/reply", self.base);
-        self.send_with_retries(reqwest::Method::POST, &url, &body)
-            .await
+        let content = json!({"text": text}).to_string();
+        self.reply(message_id, "text", content, uuid).await
     }
 
     /// Sends a text message to a chat.
@@ -66,10 +59,42 @@ impl FeishuClient {
         text: &str,
         uuid: &str,
     ) -> Result<String, ApiError> {
+        let content = json!({"text": text}).to_string();
+        self.send(chat_id, "text", content, uuid).await
+    }
+
+    /// Replies to `message_id` in its thread with a message of `msg_type` whose
+    /// `content` is the JSON text Feishu expects for it.
+    pub(super) async fn reply(
+        &self,
+        message_id: &str,
+        msg_type: &str,
+        content: String,
+        uuid: &str,
+    ) -> Result<String, ApiError> {
+        let body = json!({
+            "msg_type": msg_type,
+            "content": content,
+            "reply_in_thread": true,
+            "uuid": uuid,
+        });
+        let url = format!("{}/open-apis/im/v1/messages/{message_id}/reply", self.base);
+        self.send_with_retries(reqwest::Method::POST, &url, &body)
+            .await
+    }
+
+    /// Sends a message of `msg_type` to a chat.
+    pub(super) async fn send(
+        &self,
+        chat_id: &str,
+        msg_type: &str,
+        content: String,
+        uuid: &str,
+    ) -> Result<String, ApiError> {
         let body = json!({
             "receive_id": chat_id,
-            "msg_type": "text",
-            "content": json!({"text": text}).to_string(),
+            "msg_type": msg_type,
+            "content": content,
             "uuid": uuid,
         });
         let url = format!(

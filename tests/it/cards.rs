@@ -9,27 +9,19 @@ use serde_json::{Value, json};
 use crate::{
     both_backends,
     support::{
-        Answer, Signer, TestApp, TestDb, config, config_toml,
+        Answer, Signer, TestApp, TestDb,
+        app::answer,
+        config, config_toml,
         fake_feishu::FakeFeishu,
         fake_openai::FakeOpenAi,
         feishu::{BOT_OPEN_ID, Msg},
     },
 };
 
-const CODER: &str = r#"
-[[profiles]]
-name = "coder"
-app_id = "cli_test_coder"
-encrypt_key = "coder-key"
-verification_token = "coder-token"
-bot_open_id = "ou_bot_coder"
-"#;
+const CODER: &str = crate::support::feishu::CODER_PROFILE;
 
 fn coder() -> Signer {
-    Signer {
-        encrypt_key: Some("coder-key".into()),
-        token: "coder-token".into(),
-    }
+    Signer::coder()
 }
 
 /// The planner streams from `llm` and sends through `fake`; the coder is an echo bot.
@@ -86,14 +78,7 @@ async fn press(app: &TestApp, operator: &str, action: &str, turn_id: &str, card:
     for (k, v) in &req.headers {
         r = r.header(k, v);
     }
-    let resp = r.send().await.expect("answered within Feishu's 3 s");
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap_or_default();
-    Answer {
-        status,
-        json: serde_json::from_str(&text).unwrap_or(Value::Null),
-        text,
-    }
+    answer(r.send().await.expect("answered within Feishu's 3 s")).await
 }
 
 /// Presses a button through the legacy message-card URL (plaintext, SHA-1 signed).
@@ -120,13 +105,7 @@ async fn press_legacy(app: &TestApp, operator: &str, action: &str, turn_id: &str
         .send()
         .await
         .expect("answered within Feishu's 3 s");
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap_or_default();
-    Answer {
-        status,
-        json: serde_json::from_str(&text).unwrap_or(Value::Null),
-        text,
-    }
+    answer(resp).await
 }
 
 fn button_values(card: &Value) -> Vec<Value> {

@@ -152,9 +152,10 @@ async fn simulate_runs_the_example_scenario_against_a_running_bridge() {
     let db = TestDb::sqlite();
     let text = config_toml(
         &db,
-        "[[profiles]]\nname = \"coder\"\napp_id = \"cli_test_coder\"\nencrypt_key = \"coder-key\"\n\
-         verification_token = \"coder-token\"\nbot_open_id = \"ou_bot_coder\"\n\
-         [context]\nshared_thread_enabled = true\n",
+        &format!(
+            "{}\n[context]\nshared_thread_enabled = true\n",
+            crate::support::feishu::CODER_PROFILE
+        ),
     );
     let app = TestApp::spawn(config(&text)).await;
     let dir = tempfile::tempdir().expect("dir");

@@ -16,20 +16,10 @@ use crate::{
     },
 };
 
-const CODER: &str = r#"
-[[profiles]]
-name = "coder"
-app_id = "cli_test_coder"
-encrypt_key = "coder-key"
-verification_token = "coder-token"
-bot_open_id = "ou_bot_coder"
-"#;
+const CODER: &str = crate::support::feishu::CODER_PROFILE;
 
 fn coder() -> Signer {
-    Signer {
-        encrypt_key: Some("coder-key".into()),
-        token: "coder-token".into(),
-    }
+    Signer::coder()
 }
 
 /// Where the planner's turns go.

@@ -625,19 +625,9 @@ both_backends!(
 );
 
 async fn two_profiles(db: TestDb) {
-    let extra = r#"
-[[profiles]]
-name = "coder"
-app_id = "cli_test_coder"
-encrypt_key = "coder-key"
-verification_token = "coder-token"
-bot_open_id = "ou_bot_coder"
-"#;
+    let extra = crate::support::feishu::CODER_PROFILE;
     let mut app = TestApp::spawn(config(&config_toml(&db, extra))).await;
-    let coder = Signer {
-        encrypt_key: Some("coder-key".into()),
-        token: "coder-token".into(),
-    };
+    let coder = Signer::coder();
     let msg = Msg::group("om_both", "ask the coder")
         .mentioning("ou_bot_coder", "Coder")
         .in_thread("om_t");

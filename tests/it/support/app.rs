@@ -334,7 +334,8 @@ impl TestApp {
     }
 }
 
-async fn answer(r: reqwest::Response) -> Answer {
+/// Reads a response into an [`Answer`].
+pub async fn answer(r: reqwest::Response) -> Answer {
     let status = r.status().as_u16();
     let text = r.text().await.unwrap_or_default();
     let json = serde_json::from_str(&text).unwrap_or(Value::Null);

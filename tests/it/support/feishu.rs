@@ -31,6 +31,26 @@ pub struct Signer {
     pub token: String,
 }
 
+/// A second bot, `coder`, as a `[[profiles]]` table to append to a test config.
+pub const CODER_PROFILE: &str = r#"
+[[profiles]]
+name = "coder"
+app_id = "cli_test_coder"
+encrypt_key = "coder-key"
+verification_token = "coder-token"
+bot_open_id = "ou_bot_coder"
+"#;
+
+impl Signer {
+    /// The signer of [`CODER_PROFILE`].
+    pub fn coder() -> Self {
+        Self {
+            encrypt_key: Some("coder-key".into()),
+            token: "coder-token".into(),
+        }
+    }
+}
+
 impl Default for Signer {
     fn default() -> Self {
         Self {
