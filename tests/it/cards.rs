@@ -108,6 +108,17 @@ async fn press_legacy(app: &TestApp, operator: &str, action: &str, turn_id: &str
     answer(resp).await
 }
 
+/// The current session id of a planner session.
+async fn session_id(app: &TestApp, key: &str) -> String {
+    app.state
+        .store
+        .session("planner", key)
+        .await
+        .expect("store answers")
+        .expect("the session exists")
+        .session_id
+}
+
 fn button_values(card: &Value) -> Vec<Value> {
     card["body"]["elements"]
         .as_array()
@@ -303,51 +314,21 @@ async fn buttons(db: TestDb) {
 
     // "New session" resets exactly A's session.
     let key_a = ta.session_key.clone();
-    let before_a = app
-        .state
-        .store
-        .session("planner", &key_a)
-        .await
-        .expect("db")
-        .expect("a");
-    let before_b = app
-        .state
-        .store
-        .session("planner", &tb.session_key)
-        .await
-        .expect("db")
-        .expect("b");
+    let before_a = session_id(&app, &key_a).await;
+    let before_b = session_id(&app, &tb.session_key).await;
     let fresh = press(&app, "ou_alice", "new_session", &ta.turn_id, &card_a).await;
     assert_eq!(fresh.json["toast"]["type"], "success", "{}", fresh.text);
-    let after_a = app
-        .state
-        .store
-        .session("planner", &key_a)
-        .await
-        .expect("db")
-        .expect("a");
-    let after_b = app
-        .state
-        .store
-        .session("planner", &tb.session_key)
-        .await
-        .expect("db")
-        .expect("b");
-    assert_ne!(before_a.session_id, after_a.session_id);
-    assert_eq!(before_b.session_id, after_b.session_id);
+    let after_a = session_id(&app, &key_a).await;
+    let after_b = session_id(&app, &tb.session_key).await;
+    assert_ne!(before_a, after_a);
+    assert_eq!(before_b, after_b);
 
     // The legacy card URL works the same way.
     let legacy = press_legacy(&app, "ou_bob", "new_session", &tb.turn_id).await;
     assert_eq!(legacy.status, 200, "{}", legacy.text);
     assert_eq!(legacy.json["toast"]["type"], "success", "{}", legacy.text);
-    let reset_b = app
-        .state
-        .store
-        .session("planner", &tb.session_key)
-        .await
-        .expect("db")
-        .expect("b");
-    assert_ne!(reset_b.session_id, after_b.session_id);
+    let reset_b = session_id(&app, &tb.session_key).await;
+    assert_ne!(reset_b, after_b);
     assert_eq!(
         fake.state.send_attempts.load(Ordering::SeqCst),
         3,
