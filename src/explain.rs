@@ -4,7 +4,7 @@
 //! works while the server is down) print the same thing.
 
 use crate::{
-    context::explain::{ExcludedItem, Explanation, SelectedItem},
+    context::explain::{ExcludedItem, Explanation, SelectedItem, TurnOutcome},
     store::{DecisionRow, Store, StoreError},
 };
 
@@ -35,7 +35,19 @@ pub async fn load(store: &dyn Store, q: &Query<'_>) -> Result<Option<Explanation
                 .await?
         }
     };
-    Ok(row.map(|r| explain(r, q.verbose)))
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let turn = store.turn_of_decision(row.id).await?;
+    let mut e = explain(row, q.verbose);
+    e.turn = turn.map(|t| TurnOutcome {
+        output_chars: t.output.as_ref().map(|o| o.chars().count()),
+        turn_id: t.turn_id,
+        state: t.state,
+        error: t.error,
+        reply_message_id: t.reply_message_id,
+    });
+    Ok(Some(e))
 }
 
 /// One row, explained.
@@ -62,6 +74,7 @@ pub fn explain(row: DecisionRow, verbose: bool) -> Explanation {
         excluded,
         diagnostics,
         created_at: r.created_at,
+        turn: None,
         thread_context: verbose.then_some(r.thread_context),
         prompt_preview: verbose.then_some(r.prompt_preview),
     }

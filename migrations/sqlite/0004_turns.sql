@@ -27,3 +27,4 @@ CREATE TABLE turns (
 CREATE INDEX turns_unfinished ON turns (state, id);
 CREATE INDEX turns_session ON turns (profile, session_key, id);
 CREATE INDEX turns_message ON turns (message_id);
+CREATE INDEX turns_decision ON turns (decision_id);

@@ -46,6 +46,21 @@ impl From<Excluded> for ExcludedItem {
     }
 }
 
+/// What became of a decision's turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct TurnOutcome {
+    /// `turn_<hex>` (`GET /turns/{turn_id}`).
+    pub turn_id: String,
+    /// `queued`, `running`, `succeeded`, `failed`, `cancelled`.
+    pub state: String,
+    /// Why it failed or was cancelled.
+    pub error: Option<String>,
+    /// The posted answer.
+    pub reply_message_id: Option<String>,
+    /// Characters of the agent's answer.
+    pub output_chars: Option<usize>,
+}
+
 /// One decision, explained.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Explanation {
@@ -80,6 +95,10 @@ pub struct Explanation {
     pub diagnostics: serde_json::Value,
     /// Unix ms.
     pub created_at: i64,
+    /// What became of the turn that made this decision (absent for decisions recorded
+    /// before turns were persisted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn: Option<TurnOutcome>,
     /// The injected context as rendered (`verbose`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread_context: Option<String>,
@@ -167,6 +186,16 @@ pub fn render_text(e: &Explanation) -> String {
         d["topic_root"].as_str().unwrap_or("-"),
         d["quoted_reply"].as_str().unwrap_or("-")
     ));
+    if let Some(t) = &e.turn {
+        let detail = match (&t.error, &t.reply_message_id, t.output_chars) {
+            (Some(error), _, _) => format!(": {error}"),
+            (None, Some(reply), Some(chars)) => {
+                format!(", answer of {chars} chars posted as {reply}")
+            }
+            _ => String::new(),
+        };
+        line(format!("turn         {} {}{detail}", t.turn_id, t.state));
+    }
     if let Some(tc) = &e.thread_context {
         line(String::new());
         line("thread context:".into());

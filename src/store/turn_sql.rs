@@ -180,6 +180,17 @@ macro_rules! impl_turn_store {
                 .await
             }
 
+            async fn turn_of_decision(
+                &self,
+                decision_id: i64,
+            ) -> Result<Option<$crate::store::TurnRow>, $crate::store::StoreError> {
+                let q = $crate::store::turn_sql::select("decision_id = $1 ORDER BY id DESC LIMIT 1");
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_as(&q).bind(decision_id).fetch_optional(&self.pool).await?)
+                })
+                .await
+            }
+
             async fn unfinished_turns(
                 &self,
             ) -> Result<Vec<$crate::store::TurnRow>, $crate::store::StoreError> {

@@ -178,6 +178,8 @@ pub trait TurnStore: Send + Sync + 'static {
     async fn complete_turn(&self, c: &TurnCompletion) -> Result<(), StoreError>;
     /// One turn.
     async fn turn(&self, turn_id: &str) -> Result<Option<TurnRow>, StoreError>;
+    /// The turn that made a decision.
+    async fn turn_of_decision(&self, decision_id: i64) -> Result<Option<TurnRow>, StoreError>;
     /// Queued and running turns, in queue order.
     async fn unfinished_turns(&self) -> Result<Vec<TurnRow>, StoreError>;
     /// The session's latest `limit` succeeded turns before `before_id`, oldest first.

@@ -291,6 +291,24 @@ async fn buttons(db: TestDb) {
     })
     .await;
     assert_eq!(app.turn_of("om_b").await.state, "running", "B is untouched");
+    let report = app
+        .client
+        .get(format!("{}/explain/om_root_a?profile=planner", app.base))
+        .bearer_auth(crate::support::ADMIN)
+        .header("accept", "text/plain")
+        .send()
+        .await
+        .expect("explain answers")
+        .text()
+        .await
+        .unwrap_or_default();
+    assert!(
+        report.contains(&format!(
+            "turn         {} cancelled: stopped by the user",
+            ta.turn_id
+        )),
+        "{report}"
+    );
     assert!(
         app.recorded("planner", "om_a")
             .await

@@ -114,6 +114,12 @@ async fn full_loop(db: TestDb, mut backend: Backend, answer: &str) {
     assert!(turn.session_id.is_some() && turn.started_at.is_some() && turn.finished_at.is_some());
     let explained = app.explain("planner", "om_root", Some("om_plan")).await;
     assert_eq!(explained.json["decision_id"].as_i64(), turn.decision_id);
+    assert_eq!(
+        explained.json["turn"]["turn_id"].as_str(),
+        Some(turn.turn_id.as_str())
+    );
+    assert_eq!(explained.json["turn"]["state"], "succeeded");
+    assert_eq!(explained.json["turn"]["reply_message_id"], "om_bot_reply_1");
 
     let outputs: Vec<_> = app
         .state
