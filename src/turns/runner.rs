@@ -88,6 +88,21 @@ impl TurnJob {
     }
 }
 
+/// The newest earlier turns whose requests and answers fit in `max_chars` together
+/// (oldest dropped first), oldest first.
+fn within_budget(mut earlier: Vec<PastTurn>, max_chars: usize) -> Vec<PastTurn> {
+    let mut total = 0usize;
+    let mut keep = earlier.len();
+    for (i, t) in earlier.iter().enumerate().rev() {
+        total += t.request.chars().count() + t.output.chars().count();
+        if total > max_chars {
+            break;
+        }
+        keep = i;
+    }
+    earlier.split_off(keep)
+}
+
 /// A finished turn, broadcast for observers (tests, tools).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnDone {
@@ -386,25 +401,27 @@ impl TurnRunner {
                 .await?;
         }
 
-        let earlier = self
-            .store
-            .session_history(
-                &job.profile,
-                &session.session_key,
-                &session.session_id,
-                row_id,
-                EARLIER_TURNS,
-            )
-            .await?
-            .into_iter()
-            .filter_map(|t| {
-                let output = t.output.filter(|o| !o.is_empty())?;
-                (!t.request_text.is_empty()).then_some(PastTurn {
-                    request: t.request_text,
-                    output,
+        let earlier = within_budget(
+            self.store
+                .session_history(
+                    &job.profile,
+                    &session.session_key,
+                    &session.session_id,
+                    row_id,
+                    EARLIER_TURNS,
+                )
+                .await?
+                .into_iter()
+                .filter_map(|t| {
+                    let output = t.output.filter(|o| !o.is_empty())?;
+                    (!t.request_text.is_empty()).then_some(PastTurn {
+                        request: t.request_text,
+                        output,
+                    })
                 })
-            })
-            .collect();
+                .collect(),
+            self.config.context.max_context_chars,
+        );
         let turn = AgentTurn {
             turn_id: job.turn_id.clone(),
             sender: crate::agent::TurnSender {
@@ -541,5 +558,26 @@ impl TurnRunner {
             }
         }
         Ok("stopped")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn past(request: &str, output: &str) -> PastTurn {
+        PastTurn {
+            request: request.into(),
+            output: output.into(),
+        }
+    }
+
+    #[test]
+    fn earlier_turns_keep_the_newest_that_fit() {
+        let turns = vec![past("aaaa", "bbbb"), past("cc", "dd"), past("e", "f")];
+        assert_eq!(within_budget(turns.clone(), 100), turns);
+        assert_eq!(within_budget(turns.clone(), 6), turns[1..].to_vec());
+        assert_eq!(within_budget(turns.clone(), 5), turns[2..].to_vec());
+        assert!(within_budget(turns, 1).is_empty());
     }
 }
