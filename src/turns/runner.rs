@@ -536,8 +536,16 @@ impl TurnRunner {
                     now_ms(),
                 )
                 .await?;
-            self.notify_job(job, super::recovery::INTERRUPTED.into())
-                .await?;
+            match card_id {
+                Some(card_id) => {
+                    let why = super::card::CardState::Failed(super::recovery::INTERRUPTED);
+                    self.close_card(job, card_id, partial_text, why).await;
+                }
+                None => {
+                    self.notify_job(job, super::recovery::INTERRUPTED.into())
+                        .await?;
+                }
+            }
             return Ok("interrupted");
         }
         self.store
