@@ -399,14 +399,6 @@ pub trait DecisionStore: Send + Sync + 'static {
         scope: &str,
         cap: i64,
     ) -> Result<Vec<CandidateRow>, StoreError>;
-    /// Moves the scope's watermark up to `up_to_event_id` (never down).
-    async fn consume_history(
-        &self,
-        profile: &str,
-        scope: &str,
-        up_to_event_id: i64,
-        now: i64,
-    ) -> Result<(), StoreError>;
     /// The recorded topic root of a thread (this profile's record first), not recalled:
     /// (text, author label).
     async fn topic_root(

@@ -69,6 +69,53 @@ pub(crate) const DECISION_COLUMNS: &str = "id, chat_id, root_msg_id, message_id,
      selected_item_ids_json, selected_json, excluded_json, prompt_preview, diagnostics_json, \
      source_message_ids, created_at";
 
+/// Inserts a decision inside an open transaction and links it from the request's verdict
+/// and from its running turn; evaluates to the decision id.
+macro_rules! insert_decision {
+    ($tx:expr, $d:expr) => {{
+        let d = $d;
+        let id: i64 = sqlx::query_scalar($crate::store::decision_sql::INSERT_DECISION)
+            .bind(&d.chat_id)
+            .bind(&d.root_msg_id)
+            .bind(&d.message_id)
+            .bind(&d.bridge_id)
+            .bind(&d.bot_profile)
+            .bind(&d.target_id)
+            .bind(&d.workspace_mode)
+            .bind(&d.mode)
+            .bind(&d.session_key)
+            .bind(&d.session_id)
+            .bind(&d.request_text)
+            .bind(&d.thread_context)
+            .bind(&d.selected_item_ids_json)
+            .bind(&d.selected_json)
+            .bind(&d.excluded_json)
+            .bind(&d.prompt_preview)
+            .bind(&d.diagnostics_json)
+            .bind(&d.source_message_ids)
+            .bind(d.created_at)
+            .fetch_one($tx)
+            .await?;
+        for link in $crate::store::decision_sql::LINK_DECISION {
+            sqlx::query(link)
+                .bind(id)
+                .bind(&d.bot_profile)
+                .bind(&d.message_id)
+                .execute($tx)
+                .await?;
+        }
+        id
+    }};
+}
+pub(crate) use insert_decision;
+
+/// A decision is linked from its request's verdict and running turn.
+pub(crate) const LINK_DECISION: [&str; 2] = [
+    "UPDATE routing_verdicts SET decision_id = $1 WHERE profile = $2 AND message_id = $3",
+    "UPDATE turns SET decision_id = $1 \
+     WHERE profile = $2 AND message_id = $3 AND state = 'running'",
+];
+
 /// Implements [`super::DecisionStore`] (see `impl_inbox_store!` for why this is a macro).
 macro_rules! impl_decision_store {
     ($ty:ty) => {
@@ -103,26 +150,6 @@ macro_rules! impl_decision_store {
                 let q = $crate::store::decision_sql::pending_candidates();
                 $crate::store::bounded(self.timeout, async {
                     Ok(sqlx::query_as(&q).bind(profile).bind(scope).bind(cap).fetch_all(&self.pool).await?)
-                })
-                .await
-            }
-
-            async fn consume_history(
-                &self,
-                profile: &str,
-                scope: &str,
-                up_to_event_id: i64,
-                now: i64,
-            ) -> Result<(), $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    sqlx::query($crate::store::decision_sql::CONSUME)
-                        .bind(profile)
-                        .bind(scope)
-                        .bind(up_to_event_id)
-                        .bind(now)
-                        .execute(&self.pool)
-                        .await?;
-                    Ok(())
                 })
                 .await
             }
@@ -163,43 +190,7 @@ macro_rules! impl_decision_store {
             ) -> Result<i64, $crate::store::StoreError> {
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;
-                    let id: i64 = sqlx::query_scalar($crate::store::decision_sql::INSERT_DECISION)
-                        .bind(&d.chat_id)
-                        .bind(&d.root_msg_id)
-                        .bind(&d.message_id)
-                        .bind(&d.bridge_id)
-                        .bind(&d.bot_profile)
-                        .bind(&d.target_id)
-                        .bind(&d.workspace_mode)
-                        .bind(&d.mode)
-                        .bind(&d.session_key)
-                        .bind(&d.session_id)
-                        .bind(&d.request_text)
-                        .bind(&d.thread_context)
-                        .bind(&d.selected_item_ids_json)
-                        .bind(&d.selected_json)
-                        .bind(&d.excluded_json)
-                        .bind(&d.prompt_preview)
-                        .bind(&d.diagnostics_json)
-                        .bind(&d.source_message_ids)
-                        .bind(d.created_at)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    sqlx::query("UPDATE routing_verdicts SET decision_id = $1 WHERE profile = $2 AND message_id = $3")
-                        .bind(id)
-                        .bind(&d.bot_profile)
-                        .bind(&d.message_id)
-                        .execute(&mut *tx)
-                        .await?;
-                    sqlx::query(
-                        "UPDATE turns SET decision_id = $1 \
-                         WHERE profile = $2 AND message_id = $3 AND state = 'running'",
-                    )
-                    .bind(id)
-                    .bind(&d.bot_profile)
-                    .bind(&d.message_id)
-                    .execute(&mut *tx)
-                    .await?;
+                    let id = $crate::store::decision_sql::insert_decision!(&mut *tx, d);
                     tx.commit().await?;
                     Ok(id)
                 })

@@ -26,7 +26,9 @@ pub use context::{
 pub use postgres::PgStore;
 use secrecy::ExposeSecret;
 pub use sqlite::SqliteStore;
-pub use turns::{NewTurn, TurnCompletion, TurnFilter, TurnRow, TurnState, TurnStore};
+pub use turns::{
+    NewTurn, StartedTurn, TurnCompletion, TurnFilter, TurnRow, TurnStart, TurnState, TurnStore,
+};
 
 use crate::config::DatabaseConfig;
 

@@ -64,17 +64,33 @@ macro_rules! impl_turn_store {
         impl $crate::store::TurnStore for $ty {
             async fn start_turn(
                 &self,
-                turn_id: &str,
-                session_id: &str,
-                now: i64,
-            ) -> Result<Option<i64>, $crate::store::StoreError> {
+                s: &$crate::store::TurnStart<'_>,
+            ) -> Result<Option<$crate::store::StartedTurn>, $crate::store::StoreError> {
                 $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_scalar($crate::store::turn_sql::START)
-                        .bind(turn_id)
-                        .bind(session_id)
-                        .bind(now)
-                        .fetch_optional(&self.pool)
-                        .await?)
+                    let mut tx = self.pool.begin().await?;
+                    let row_id: Option<i64> = sqlx::query_scalar($crate::store::turn_sql::START)
+                        .bind(s.turn_id)
+                        .bind(&s.decision.session_id)
+                        .bind(s.now)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    let Some(row_id) = row_id else {
+                        tx.rollback().await?;
+                        return Ok(None);
+                    };
+                    let decision_id =
+                        $crate::store::decision_sql::insert_decision!(&mut *tx, s.decision);
+                    if let Some((profile, scope, up_to)) = s.consume {
+                        sqlx::query($crate::store::decision_sql::CONSUME)
+                            .bind(profile)
+                            .bind(scope)
+                            .bind(up_to)
+                            .bind(s.now)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(Some($crate::store::StartedTurn { row_id, decision_id }))
                 })
                 .await
             }

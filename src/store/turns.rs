@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use super::{NewContextEvent, StoreError};
+use super::{NewContextEvent, NewDecision, StoreError};
 
 /// A turn's state. `queued → running → succeeded | failed | cancelled`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
@@ -132,6 +132,28 @@ pub struct TurnCompletion {
     pub now: i64,
 }
 
+/// What starting a turn writes.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnStart<'a> {
+    /// The turn.
+    pub turn_id: &'a str,
+    /// Its context decision (whose `session_id` the turn runs in).
+    pub decision: &'a NewDecision,
+    /// Pending history to consume: (profile, history scope, up to this event id).
+    pub consume: Option<(&'a str, &'a str, i64)>,
+    /// Unix ms.
+    pub now: i64,
+}
+
+/// A started turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartedTurn {
+    /// Its row id (queue order).
+    pub row_id: i64,
+    /// Its decision.
+    pub decision_id: i64,
+}
+
 /// Filter for listing turns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TurnFilter {
@@ -148,14 +170,11 @@ pub struct TurnFilter {
 /// Turn persistence.
 #[async_trait]
 pub trait TurnStore: Send + Sync + 'static {
-    /// Moves a queued turn to running in this session id and returns its row id; `None`
-    /// when it is no longer queued (cancelled or finished meanwhile).
-    async fn start_turn(
-        &self,
-        turn_id: &str,
-        session_id: &str,
-        now: i64,
-    ) -> Result<Option<i64>, StoreError>;
+    /// Starts a queued turn, in one transaction: it moves to running in the decision's
+    /// session id, the decision is recorded (linked from the verdict and the turn), and
+    /// the pending history is consumed up to the snapshot. `None`, with nothing written,
+    /// when the turn is no longer queued (cancelled or finished meanwhile).
+    async fn start_turn(&self, s: &TurnStart<'_>) -> Result<Option<StartedTurn>, StoreError>;
     /// Remembers the card a streaming answer is shown in.
     async fn set_turn_card(&self, turn_id: &str, message_id: &str) -> Result<(), StoreError>;
     /// Stores the agent's answer before it is posted.

@@ -14,7 +14,7 @@ use crate::{
     identity::Identities,
     outbound::{Outbound, OutboundError},
     session_queue::SessionQueues,
-    store::{NewDecision, NewTurn, Store, StoreError, TurnState},
+    store::{NewDecision, NewTurn, StartedTurn, Store, StoreError, TurnStart, TurnState},
     util::now_ms,
 };
 
@@ -293,13 +293,12 @@ impl TurnRunner {
                 .await?;
             return Ok("failed");
         };
-        let Some(row_id) = self
-            .store
-            .start_turn(&job.turn_id, &session.session_id, now_ms())
-            .await?
-        else {
+        // Cancelled or recalled while it waited: nothing to do (a cheap read before the
+        // gathering; starting it below is what settles it).
+        let queued = self.store.turn(&job.turn_id).await?;
+        if !queued.is_some_and(|t| t.state().is_ok_and(|s| s == TurnState::Queued)) {
             return Ok("skipped");
-        };
+        }
         let thread_on = !job.is_dm
             && self.profile_flag(
                 &job.profile,
@@ -371,7 +370,25 @@ impl TurnRunner {
             source_message_ids: sources.concat(),
             created_at: now_ms(),
         };
-        let decision_id = self.store.record_decision(&decision).await?;
+        // Accepted (unless the quote is unreadable): the pending history up to this
+        // snapshot is consumed together with the start, whatever the agent does next.
+        let consume = g
+            .history_up_to
+            .filter(|_| quoted_ok.is_ok())
+            .map(|up_to| (job.profile.as_str(), job.history_scope.as_str(), up_to));
+        let start = TurnStart {
+            turn_id: &job.turn_id,
+            decision: &decision,
+            consume,
+            now: now_ms(),
+        };
+        let Some(StartedTurn {
+            row_id,
+            decision_id,
+        }) = self.store.start_turn(&start).await?
+        else {
+            return Ok("skipped");
+        };
         tracing::info!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, decision_id, mode = %decision.mode, "context decision recorded");
 
         if quoted_ok.is_err() {
@@ -393,14 +410,6 @@ impl TurnRunner {
             .await?;
             return Ok("quote_unreadable");
         }
-        // Accepted: the pending history up to this snapshot is consumed now, whatever the
-        // agent does next.
-        if let Some(up_to) = g.history_up_to {
-            self.store
-                .consume_history(&job.profile, &job.history_scope, up_to, now_ms())
-                .await?;
-        }
-
         let earlier = within_budget(
             self.store
                 .session_history(
