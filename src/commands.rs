@@ -100,6 +100,7 @@ pub async fn execute(
             profile: s.profile.clone(),
             chat_id: s.chat_id.clone(),
             reply_to: Some(call.message_id.to_string()),
+            in_thread: s.chat_type != "p2p",
             kind: "command_reply",
             text,
             turn_id: None,

@@ -19,8 +19,11 @@ pub struct Reply {
     pub profile: String,
     /// Chat.
     pub chat_id: String,
-    /// The message replied to (answers go into its thread).
+    /// The message replied to.
     pub reply_to: Option<String>,
+    /// Reply in the thread of `reply_to` (group chats: answers stay inside the topic);
+    /// otherwise as a quote in the chat (private chats: one conversation, no threads).
+    pub in_thread: bool,
     /// `command_reply`, `answer`, `notice`.
     pub kind: &'static str,
     /// Text.
@@ -39,6 +42,8 @@ pub struct CardReply {
     pub chat_id: String,
     /// The message replied to.
     pub reply_to: Option<String>,
+    /// Reply in the thread of `reply_to` (see [`Reply::in_thread`]).
+    pub in_thread: bool,
     /// The turn it belongs to (its uuid derives from it).
     pub turn_id: String,
     /// Card JSON.
@@ -112,6 +117,7 @@ impl Outbound for RecordingOutbound {
             profile: card.profile,
             chat_id: card.chat_id,
             reply_to: card.reply_to,
+            in_thread: card.in_thread,
             kind: "card",
             text: card.text,
             turn_id: Some(card.turn_id),
@@ -131,6 +137,7 @@ impl Outbound for RecordingOutbound {
             profile: profile.to_string(),
             chat_id: chat_id.to_string(),
             reply_to: Some(message_id.to_string()),
+            in_thread: false,
             kind: "card_update",
             text: text.to_string(),
             turn_id: None,
@@ -232,7 +239,7 @@ impl Outbound for FeishuOutbound {
             self.pacer.wait(&reply.chat_id).await;
             let uuid = part_uuid(&reply, i);
             let sent = match &reply.reply_to {
-                Some(m) => client.reply_text(m, &part, &uuid).await,
+                Some(m) => client.reply_text(m, &part, &uuid, reply.in_thread).await,
                 None => client.send_text(&reply.chat_id, &part, &uuid).await,
             };
             let id = sent.map_err(OutboundError::Api)?;
@@ -257,6 +264,7 @@ impl Outbound for FeishuOutbound {
                 profile: card.profile.clone(),
                 chat_id: card.chat_id.clone(),
                 reply_to: card.reply_to.clone(),
+                in_thread: card.in_thread,
                 kind: "card",
                 text: String::new(),
                 turn_id: Some(card.turn_id.clone()),
@@ -264,7 +272,11 @@ impl Outbound for FeishuOutbound {
             0,
         );
         let sent = match &card.reply_to {
-            Some(m) => client.reply_card(m, &card.card, &uuid).await,
+            Some(m) => {
+                client
+                    .reply_card(m, &card.card, &uuid, card.in_thread)
+                    .await
+            }
             None => client.send_card(&card.chat_id, &card.card, &uuid).await,
         };
         let id = sent.map_err(OutboundError::Api)?;

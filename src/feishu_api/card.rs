@@ -6,14 +6,16 @@ use serde_json::{Value, json};
 use super::{ApiError, FeishuClient};
 
 impl FeishuClient {
-    /// Replies to `message_id` in its thread with a card; returns the card message's id.
+    /// Replies to `message_id` with a card (in its thread when `in_thread`); returns the
+    /// card message's id.
     pub async fn reply_card(
         &self,
         message_id: &str,
         card: &Value,
         uuid: &str,
+        in_thread: bool,
     ) -> Result<String, ApiError> {
-        self.reply(message_id, "interactive", card.to_string(), uuid)
+        self.reply(message_id, "interactive", card.to_string(), uuid, in_thread)
             .await
     }
 

@@ -39,17 +39,20 @@ struct SentMessage {
 }
 
 impl FeishuClient {
-    /// Replies to `message_id` in its thread (`reply_in_thread`), as text. `uuid` makes
-    /// a retried send post at most once (Feishu keeps it for an hour). Returns the new
-    /// message's id.
+    /// Replies to `message_id` as text: in its thread (`reply_in_thread`) when
+    /// `in_thread`, else as a quote in the chat (a message already in a thread is
+    /// answered there either way). `uuid` makes a retried send post at most once (Feishu
+    /// keeps it for an hour). Returns the new message's id.
     pub async fn reply_text(
         &self,
         message_id: &str,
         text: &str,
         uuid: &str,
+        in_thread: bool,
     ) -> Result<String, ApiError> {
         let content = json!({"text": text}).to_string();
-        self.reply(message_id, "text", content, uuid).await
+        self.reply(message_id, "text", content, uuid, in_thread)
+            .await
     }
 
     /// Sends a text message to a chat.
@@ -63,19 +66,20 @@ impl FeishuClient {
         self.send(chat_id, "text", content, uuid).await
     }
 
-    /// Replies to `message_id` in its thread with a message of `msg_type` whose
-    /// `content` is the JSON text Feishu expects for it.
+    /// Replies to `message_id` with a message of `msg_type` whose `content` is the JSON
+    /// text Feishu expects for it.
     pub(super) async fn reply(
         &self,
         message_id: &str,
         msg_type: &str,
         content: String,
         uuid: &str,
+        in_thread: bool,
     ) -> Result<String, ApiError> {
         let body = json!({
             "msg_type": msg_type,
             "content": content,
-            "reply_in_thread": true,
+            "reply_in_thread": in_thread,
             "uuid": uuid,
         });
         let url = format!("{}/open-apis/im/v1/messages/{message_id}/reply", self.base);

@@ -14,6 +14,17 @@ use crate::{
     util::now_ms,
 };
 
+/// Where a notice about a turn goes: a reply to its request.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Notice<'a> {
+    pub(super) profile: &'a str,
+    pub(super) chat_id: &'a str,
+    pub(super) message_id: &'a str,
+    pub(super) turn_id: &'a str,
+    /// In the request's thread (group chats).
+    pub(super) in_thread: bool,
+}
+
 impl TurnRunner {
     /// Posts the answer and records it. `card_id` is the turn's streaming card, if any.
     pub(super) async fn deliver(
@@ -51,6 +62,7 @@ impl TurnRunner {
                 profile: job.profile.clone(),
                 chat_id: job.chat_id.clone(),
                 reply_to: Some(job.message_id.clone()),
+                in_thread: !job.is_dm,
                 kind: "answer",
                 text: answer.to_string(),
                 turn_id: Some(job.turn_id.clone()),
@@ -146,20 +158,18 @@ impl TurnRunner {
     /// Tells the user something about a turn, as a reply to its request.
     pub(super) async fn notify(
         &self,
-        profile: &str,
-        chat_id: &str,
-        message_id: &str,
-        turn_id: &str,
+        to: Notice<'_>,
         text: String,
     ) -> Result<String, OutboundError> {
         self.outbound
             .send(Reply {
-                profile: profile.to_string(),
-                chat_id: chat_id.to_string(),
-                reply_to: Some(message_id.to_string()),
+                profile: to.profile.to_string(),
+                chat_id: to.chat_id.to_string(),
+                reply_to: Some(to.message_id.to_string()),
+                in_thread: to.in_thread,
                 kind: "notice",
                 text,
-                turn_id: Some(turn_id.to_string()),
+                turn_id: Some(to.turn_id.to_string()),
             })
             .await
     }
@@ -169,13 +179,13 @@ impl TurnRunner {
         job: &TurnJob,
         text: String,
     ) -> Result<String, OutboundError> {
-        self.notify(
-            &job.profile,
-            &job.chat_id,
-            &job.message_id,
-            &job.turn_id,
-            text,
-        )
-        .await
+        let to = Notice {
+            profile: &job.profile,
+            chat_id: &job.chat_id,
+            message_id: &job.message_id,
+            turn_id: &job.turn_id,
+            in_thread: !job.is_dm,
+        };
+        self.notify(to, text).await
     }
 }

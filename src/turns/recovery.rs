@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::{
     card::CardState,
+    deliver::Notice,
     runner::{TurnJob, TurnRunner},
 };
 use crate::{
@@ -121,16 +122,14 @@ impl TurnRunner {
                             .await;
                     }
                     _ => {
-                        if let Err(e) = self
-                            .notify(
-                                &row.profile,
-                                &row.chat_id,
-                                &row.message_id,
-                                &row.turn_id,
-                                INTERRUPTED.into(),
-                            )
-                            .await
-                        {
+                        let to = Notice {
+                            profile: &row.profile,
+                            chat_id: &row.chat_id,
+                            message_id: &row.message_id,
+                            turn_id: &row.turn_id,
+                            in_thread: job.as_ref().is_none_or(|j| !j.is_dm),
+                        };
+                        if let Err(e) = self.notify(to, INTERRUPTED.into()).await {
                             tracing::warn!(turn_id = %row.turn_id, error = %e, "interrupted turn's user not told");
                         }
                     }

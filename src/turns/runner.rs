@@ -242,11 +242,8 @@ impl TurnRunner {
                     .end_turn(&job.turn_id, TurnState::Failed, &e.to_string(), now_ms())
                     .await;
                 let _ = self
-                    .notify(
-                        &job.profile,
-                        &job.chat_id,
-                        &job.message_id,
-                        &job.turn_id,
+                    .notify_job(
+                        &job,
                         "Sorry, this request failed inside the bridge; please try again.".into(),
                     )
                     .await;

@@ -47,6 +47,7 @@ impl TurnRunner {
                 profile: job.profile.clone(),
                 chat_id: job.chat_id.clone(),
                 reply_to: Some(job.message_id.clone()),
+                in_thread: !job.is_dm,
                 turn_id: job.turn_id.clone(),
                 card: answer_card("", CardState::Running, &job.turn_id),
                 text: String::new(),

@@ -109,3 +109,31 @@ both_backends!(
     dry_run_profiles_record_replies_instead_of_sending,
     dry_run_records
 );
+
+async fn private_chat_replies(db: TestDb) {
+    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let text = config_toml(
+        &db,
+        &format!("api_base = \"{}\"\napp_secret = \"s\"", fake.base),
+    );
+    let mut app = TestApp::spawn(config(&text)).await;
+    assert_eq!(app.ask(&Msg::dm("om_dm_1", "hello")).await, "answered");
+    app.route(&Msg::dm("om_dm_2", "/status")).await;
+    let sent = fake.state.sent.lock().expect("lock").clone();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    for (target, body) in &sent {
+        assert!(
+            target.starts_with("om_dm_"),
+            "a reply to the message: {target}"
+        );
+        assert_eq!(
+            body["reply_in_thread"], false,
+            "a private chat is one conversation: no thread per message"
+        );
+    }
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    private_chat_answers_are_replies_in_the_chat_not_new_threads,
+    private_chat_replies
+);
