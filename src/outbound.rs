@@ -183,22 +183,49 @@ const CHAT_SPACING: std::time::Duration = std::time::Duration::from_millis(220);
 
 impl Pacer {
     async fn wait(&self, chat_id: &str) {
-        let at = {
-            let mut next = self.next.lock().await;
-            let now = tokio::time::Instant::now();
-            let slot = next
-                .get(chat_id)
-                .copied()
-                .filter(|t| *t > now)
-                .unwrap_or(now);
-            next.insert(chat_id.to_string(), slot + CHAT_SPACING);
-            slot
-        };
+        let at = slot(
+            &mut *self.next.lock().await,
+            chat_id,
+            tokio::time::Instant::now(),
+        );
         // Only when there is something to wait for: a timer, even one already due,
         // costs a tick of the runtime's clock (about a millisecond).
         if at > tokio::time::Instant::now() {
             tokio::time::sleep_until(at).await;
         }
+    }
+}
+
+/// When a send to `chat_id` may go, given the chats' next free slots, and books the slot
+/// after it. Chats whose slot has passed are forgotten, so the map holds only chats sent
+/// to in the last moment.
+fn slot(
+    next: &mut std::collections::HashMap<String, tokio::time::Instant>,
+    chat_id: &str,
+    now: tokio::time::Instant,
+) -> tokio::time::Instant {
+    next.retain(|_, free| *free > now);
+    let at = next.get(chat_id).copied().unwrap_or(now);
+    next.insert(chat_id.to_string(), at + CHAT_SPACING);
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sends_to_one_chat_are_spaced_and_other_chats_are_not_held() {
+        let mut next = std::collections::HashMap::new();
+        let t0 = tokio::time::Instant::now();
+        assert_eq!(slot(&mut next, "oc_a", t0), t0, "a first send goes at once");
+        assert_eq!(slot(&mut next, "oc_a", t0), t0 + CHAT_SPACING);
+        assert_eq!(slot(&mut next, "oc_a", t0), t0 + CHAT_SPACING * 2);
+        assert_eq!(slot(&mut next, "oc_b", t0), t0, "another chat is not held");
+        // Once the booked slots have passed, the chat is free again and forgotten.
+        let later = t0 + CHAT_SPACING * 5;
+        assert_eq!(slot(&mut next, "oc_b", later), later);
+        assert_eq!(next.len(), 1, "oc_a's passed slot was dropped");
     }
 }
 

@@ -137,3 +137,42 @@ both_backends!(
     private_chat_answers_are_replies_in_the_chat_not_new_threads,
     private_chat_replies
 );
+
+async fn send_to_chat(db: TestDb) {
+    use feishu_bridge::feishu_api::FeishuClient;
+    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let cfg = config(&config_toml(
+        &db,
+        &format!("api_base = \"{}\"\napp_secret = \"s\"", fake.base),
+    ));
+    let client = FeishuClient::new(reqwest::Client::new(), &cfg.profiles[0]);
+    let text_id = client
+        .send_text("oc_group", "good morning", "uuid-text-1")
+        .await
+        .expect("sent");
+    let card = serde_json::json!({"schema": "2.0", "body": {"elements": []}});
+    let card_id = client
+        .send_card("oc_group", &card, "uuid-card-1")
+        .await
+        .expect("sent");
+    assert_ne!(text_id, card_id);
+    // The same uuid again posts nothing new and answers the first message's id.
+    let again = client
+        .send_text("oc_group", "good morning", "uuid-text-1")
+        .await
+        .expect("sent");
+    assert_eq!(again, text_id);
+    let sent = fake.state.sent.lock().expect("lock").clone();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0].0, "oc_group");
+    assert_eq!(
+        (sent[0].1["msg_type"].as_str(), sent[0].1["uuid"].as_str()),
+        (Some("text"), Some("uuid-text-1"))
+    );
+    assert_eq!(sent[1].1["msg_type"], "interactive");
+    let posted: serde_json::Value =
+        serde_json::from_str(sent[1].1["content"].as_str().unwrap_or_default()).expect("card");
+    assert_eq!(posted, card);
+    assert_eq!(fake.state.token_requests.load(Ordering::SeqCst), 1);
+}
+both_backends!(messages_and_cards_can_be_sent_to_a_chat, send_to_chat);
