@@ -210,25 +210,6 @@ fn slot(
     at
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sends_to_one_chat_are_spaced_and_other_chats_are_not_held() {
-        let mut next = std::collections::HashMap::new();
-        let t0 = tokio::time::Instant::now();
-        assert_eq!(slot(&mut next, "oc_a", t0), t0, "a first send goes at once");
-        assert_eq!(slot(&mut next, "oc_a", t0), t0 + CHAT_SPACING);
-        assert_eq!(slot(&mut next, "oc_a", t0), t0 + CHAT_SPACING * 2);
-        assert_eq!(slot(&mut next, "oc_b", t0), t0, "another chat is not held");
-        // Once the booked slots have passed, the chat is free again and forgotten.
-        let later = t0 + CHAT_SPACING * 5;
-        assert_eq!(slot(&mut next, "oc_b", later), later);
-        assert_eq!(next.len(), 1, "oc_a's passed slot was dropped");
-    }
-}
-
 /// A uuid for one part of one reply: derived from the turn (or, for replies outside a
 /// turn, from what is replied to), so the same reply retried — even by another process
 /// after a restart — gets the same uuid, and Feishu posts it at most once.
@@ -339,5 +320,24 @@ impl FeishuOutbound {
         let dry = self.config.profile(profile).is_none_or(|p| p.dry_run);
         let client = self.clients.get(profile).filter(|c| c.can_send())?;
         (!dry).then_some(client.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sends_to_one_chat_are_spaced_and_other_chats_are_not_held() {
+        let mut next = std::collections::HashMap::new();
+        let t0 = tokio::time::Instant::now();
+        assert_eq!(slot(&mut next, "oc_a", t0), t0, "a first send goes at once");
+        assert_eq!(slot(&mut next, "oc_a", t0), t0 + CHAT_SPACING);
+        assert_eq!(slot(&mut next, "oc_a", t0), t0 + CHAT_SPACING * 2);
+        assert_eq!(slot(&mut next, "oc_b", t0), t0, "another chat is not held");
+        // Once the booked slots have passed, the chat is free again and forgotten.
+        let later = t0 + CHAT_SPACING * 5;
+        assert_eq!(slot(&mut next, "oc_b", later), later);
+        assert_eq!(next.len(), 1, "oc_a's passed slot was dropped");
     }
 }
