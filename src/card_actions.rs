@@ -14,6 +14,7 @@ use crate::{
     config::WorkspaceMode,
     inbox::pipeline::new_session_id,
     protocol::events::{self, TypedEvent, UserIds},
+    routing::{Place, Sender, may_invoke},
     store::{TurnRow, TurnState},
     turns::{
         TurnJob,
@@ -63,14 +64,14 @@ impl Press {
         ))
     }
 
-    fn is_one_of(&self, ids: &[String]) -> bool {
-        crate::routing::Sender {
+    /// The presser, as routing sees a sender.
+    fn sender(&self) -> Sender<'_> {
+        Sender {
             open_id: self.operator.open_id.as_deref(),
             union_id: self.operator.union_id.as_deref(),
             user_id: self.operator.user_id.as_deref(),
             sender_type: "user",
         }
-        .is_one_of(ids)
     }
 }
 
@@ -167,31 +168,21 @@ pub async fn answer(app: &App, profile: &str, event_type: &str, payload: &str) -
     }
 }
 
-/// Whether the presser may act on this turn's session.
+/// Whether the presser may act on this turn's session: someone who may invoke the bot
+/// there, and for a session of one person's conversation, that person.
 fn may_press(app: &App, press: &Press, turn: &TurnRow, job: Option<&TurnJob>) -> bool {
     let Some(profile) = app.config.profile(&turn.profile) else {
         return false;
     };
-    if !profile.allow_users.is_empty() && !press.is_one_of(&profile.allow_users) {
-        return false;
-    }
-    if job.and_then(|j| j.workspace_mode) == Some(WorkspaceMode::OwnerOnly) {
-        let owner = app
-            .config
-            .workspaces
-            .iter()
-            .find(|w| w.chat_id == turn.chat_id)
-            .and_then(|w| w.owner.clone());
-        if !owner.is_some_and(|o| press.is_one_of(&[o])) {
-            return false;
-        }
-    }
-    // Sessions that belong to one user: only that user.
-    let key = &turn.session_key;
-    let personal = key.starts_with("dm:") || key.starts_with("group-user:");
-    !personal
-        || key
-            .rsplit(':')
-            .next()
-            .is_some_and(|owner| press.is_one_of(&[owner.to_string()]))
+    let owner_only = job.and_then(|j| j.workspace_mode) == Some(WorkspaceMode::OwnerOnly);
+    let owner = owner_only.then(|| {
+        app.config
+            .workspace(&turn.chat_id)
+            .and_then(|w| w.owner.as_deref())
+            .unwrap_or_default()
+    });
+    let presser = press.sender();
+    may_invoke(profile, owner, &presser).is_ok()
+        && Place::personal_owner(&turn.session_key)
+            .is_none_or(|o| presser.is_one_of(&[o.to_string()]))
 }

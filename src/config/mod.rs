@@ -451,6 +451,29 @@ impl Config {
         self.profiles.iter().find(|p| p.name == name)
     }
 
+    /// The workspace config of a chat, if the chat is one.
+    pub fn workspace(&self, chat_id: &str) -> Option<&Workspace> {
+        self.workspaces.iter().find(|w| w.chat_id == chat_id)
+    }
+
+    /// `topic_root_enabled` for a profile: its override, else the hub default.
+    pub fn topic_root_enabled(&self, p: &Profile) -> bool {
+        p.topic_root_enabled
+            .unwrap_or(self.context.topic_root_enabled)
+    }
+
+    /// `shared_thread_enabled` for a profile: its override, else the hub default.
+    pub fn shared_thread_enabled(&self, p: &Profile) -> bool {
+        p.shared_thread_enabled
+            .unwrap_or(self.context.shared_thread_enabled)
+    }
+
+    /// `group_chat_history_share` for a profile: its override, else the hub default.
+    pub fn group_chat_history_share(&self, p: &Profile) -> bool {
+        p.group_chat_history_share
+            .unwrap_or(self.context.group_chat_history_share)
+    }
+
     /// Path the configuration was read from, if any.
     pub fn path(&self) -> Option<&PathBuf> {
         match &self.source {

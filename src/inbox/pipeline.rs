@@ -162,33 +162,15 @@ impl Pipeline {
             user_id: ids.user_id.as_deref(),
             sender_type: &ev.sender.sender_type,
         };
-        let workspace = self
-            .config
-            .workspaces
-            .iter()
-            .find(|w| w.chat_id == msg.chat_id);
-        let mut route = routing::route(&Inbound {
+        let route = routing::route(&Inbound {
             profile,
             bot_open_id: bot.as_deref(),
-            workspace,
+            workspace: self.config.workspace(&msg.chat_id),
             place: &place,
             sender: sender.clone(),
             content: &content,
+            topic_root_enabled: self.config.topic_root_enabled(profile),
         });
-        // An empty @ is a task only when there is a topic root to work on.
-        let topic_root_on = profile
-            .topic_root_enabled
-            .unwrap_or(self.config.context.topic_root_enabled);
-        if route.verdict == Verdict::Invoked
-            && route.command.is_none()
-            && content.text.trim().is_empty()
-            && (place.is_dm || place.is_root() || !topic_root_on)
-        {
-            route.verdict = Verdict::Ignored;
-            route.reason = "empty_request";
-            route.session_key = None;
-            route.records.retain(|r| *r == routing::Record::TopicRoot);
-        }
         let actor_id = ids.open_id.clone().unwrap_or_default();
         let author_label = self
             .author_label(profile_name, &sender, &actor_id, bot.as_deref())

@@ -9,5 +9,5 @@ mod policy;
 mod session_key;
 
 pub use command::{Command, HELP};
-pub use policy::{Inbound, Record, Route, Sender, Verdict, route};
+pub use policy::{Inbound, Record, Route, Sender, Verdict, may_invoke, route};
 pub use session_key::Place;

@@ -141,6 +141,9 @@ pub struct Inbound<'a> {
     pub sender: Sender<'a>,
     /// Its content.
     pub content: &'a Normalized,
+    /// The profile injects topic roots (an empty @ in a thread is then a task on the
+    /// topic).
+    pub topic_root_enabled: bool,
 }
 
 /// Decides the route of one message.
@@ -150,6 +153,22 @@ pub fn route(m: &Inbound<'_>) -> Route {
     } else {
         route_group(m)
     }
+}
+
+/// Whether `sender` may invoke the profile's agent: one of `allow_users` (when set) and,
+/// in an `owner_only` workspace (`owner` given), its owner. `Err` names the reason.
+pub fn may_invoke(
+    p: &Profile,
+    owner: Option<&str>,
+    sender: &Sender<'_>,
+) -> Result<(), &'static str> {
+    if !p.allow_users.is_empty() && !sender.is_one_of(&p.allow_users) {
+        return Err("user_not_allowed");
+    }
+    if owner.is_some_and(|o| !sender.is_one_of(&[o.to_string()])) {
+        return Err("not_owner");
+    }
+    Ok(())
 }
 
 fn route_dm(m: &Inbound<'_>) -> Route {
@@ -163,11 +182,11 @@ fn route_dm(m: &Inbound<'_>) -> Route {
     if !m.sender.is_user() {
         return Route::ignored("bot_sender");
     }
-    if !p.allow_users.is_empty() && !m.sender.is_one_of(&p.allow_users) {
-        return Route::ignored("user_not_allowed");
+    if let Err(reason) = may_invoke(p, None, &m.sender) {
+        return Route::ignored(reason);
     }
     // Private chats never enter workspace thread context: only the request is recorded.
-    invoke(m, Vec::new(), "dm", None)
+    invoke(m, Command::parse(&m.content.text), Vec::new(), "dm", None)
 }
 
 fn route_group(m: &Inbound<'_>) -> Route {
@@ -226,31 +245,38 @@ fn route_group(m: &Inbound<'_>) -> Route {
     if !intent {
         return observe_only("no_mention");
     }
-    if !p.allow_users.is_empty() && !m.sender.is_one_of(&p.allow_users) {
-        return observe_only("user_not_allowed");
-    }
-    if mode == WorkspaceMode::OwnerOnly {
-        let owner = m
-            .workspace
+    let owner = (mode == WorkspaceMode::OwnerOnly).then(|| {
+        m.workspace
             .and_then(|w| w.owner.as_deref())
-            .unwrap_or_default();
-        if !m.sender.is_one_of(&[owner.to_string()]) {
-            return observe_only("not_owner");
-        }
+            .unwrap_or_default()
+    });
+    if let Err(reason) = may_invoke(p, owner, &m.sender) {
+        return observe_only(reason);
     }
     // The request itself is not discussion: only a root keeps its topic_root record.
     observed.retain(|r| *r == Record::TopicRoot);
     let reason = if explicit { "mention" } else { "reply_all" };
-    invoke(m, observed, reason, Some(mode))
+    invoke(m, command, observed, reason, Some(mode))
 }
 
 fn invoke(
     m: &Inbound<'_>,
+    command: Option<Command>,
     mut records: Vec<Record>,
     reason: &'static str,
     mode: Option<WorkspaceMode>,
 ) -> Route {
-    let command = Command::parse(&m.content.text);
+    // An empty @ is a task only when there is a topic root to work on.
+    if command.is_none()
+        && m.content.text.trim().is_empty()
+        && (m.place.is_dm || m.place.is_root() || !m.topic_root_enabled)
+    {
+        return Route {
+            records,
+            mode,
+            ..Route::ignored("empty_request")
+        };
+    }
     let (record, reason) = match &command {
         Some(_) => (Record::Command, "command"),
         None => (Record::UserRequest, reason),

@@ -61,6 +61,16 @@ impl Place {
         }
     }
 
+    /// The user a session key belongs to, for keys of one person's conversation
+    /// (`dm:<open_id>`, `group-user:<chat_id>:<open_id>`); `None` for shared keys.
+    pub fn personal_owner(key: &str) -> Option<&str> {
+        key.strip_prefix("dm:").or_else(|| {
+            key.strip_prefix("group-user:")
+                .and_then(|rest| rest.rsplit_once(':'))
+                .map(|(_, open_id)| open_id)
+        })
+    }
+
     /// The session key for a message from `open_id` here.
     pub fn session_key(&self, profile: &Profile, open_id: &str) -> String {
         if self.is_dm {

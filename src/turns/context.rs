@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::runner::{TurnJob, TurnRunner};
 use crate::{
-    config::WorkspaceMode,
+    config::{Config, WorkspaceMode},
     context::{
         explain::{SelectedItem, preview},
         prompt::{self, PromptParts},
@@ -172,7 +172,7 @@ impl TurnRunner {
         // Topic root: once per session, in a group thread, unless the root is the request.
         if job.is_dm {
             g.topic_root_status = "dm";
-        } else if self.topic_root_enabled(&job.profile) {
+        } else if self.profile_flag(&job.profile, Config::topic_root_enabled) {
             g.topic_root_status = if job.message_id == job.root_msg_id {
                 "is_request"
             } else if delivered {

@@ -188,31 +188,20 @@ impl TurnRunner {
 
     pub(super) fn thread_limit(&self, chat_id: &str) -> usize {
         self.config
-            .workspaces
-            .iter()
-            .find(|w| w.chat_id == chat_id)
+            .workspace(chat_id)
             .and_then(|w| w.thread_context_limit)
             .unwrap_or(self.config.context.thread_context_limit)
     }
 
-    fn profile_flag(
+    /// A per-profile context setting (`false` for a profile no longer configured).
+    pub(super) fn profile_flag(
         &self,
         profile: &str,
-        pick: impl Fn(&crate::config::Profile) -> Option<bool>,
-        default: bool,
+        flag: impl Fn(&Config, &crate::config::Profile) -> bool,
     ) -> bool {
         self.config
             .profile(profile)
-            .and_then(pick)
-            .unwrap_or(default)
-    }
-
-    pub(super) fn topic_root_enabled(&self, profile: &str) -> bool {
-        self.profile_flag(
-            profile,
-            |p| p.topic_root_enabled,
-            self.config.context.topic_root_enabled,
-        )
+            .is_some_and(|p| flag(&self.config, p))
     }
 
     /// Queues a job behind its session's earlier turns (labelled with its turn id, so a
@@ -296,18 +285,10 @@ impl TurnRunner {
         if !queued.is_some_and(|t| t.state().is_ok_and(|s| s == TurnState::Queued)) {
             return Ok("skipped");
         }
-        let thread_on = !job.is_dm
-            && self.profile_flag(
-                &job.profile,
-                |p| p.shared_thread_enabled,
-                self.config.context.shared_thread_enabled,
-            );
-        let history_on = !job.is_dm
-            && self.profile_flag(
-                &job.profile,
-                |p| p.group_chat_history_share,
-                self.config.context.group_chat_history_share,
-            );
+        let thread_on =
+            !job.is_dm && self.profile_flag(&job.profile, Config::shared_thread_enabled);
+        let history_on =
+            !job.is_dm && self.profile_flag(&job.profile, Config::group_chat_history_share);
         let mut g = self
             .gather(
                 job,
