@@ -166,6 +166,7 @@ mod tests {
     fn item(label: &str, text: &str) -> Selected {
         Selected {
             item_id: 1,
+            message_id: "om_1".into(),
             item_type: "human_message".into(),
             author_label: label.into(),
             text: text.into(),

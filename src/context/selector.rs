@@ -69,6 +69,8 @@ pub struct Request<'a> {
 pub struct Selected {
     /// Item id.
     pub item_id: i64,
+    /// The message whose text this is (a recall of it must reach the decision).
+    pub message_id: String,
     /// Item type.
     pub item_type: String,
     /// Source label.
@@ -182,6 +184,7 @@ pub fn select_thread(req: &Request<'_>, mut candidates: Vec<Candidate>) -> Selec
             };
             Selected {
                 item_id: c.item_id,
+                message_id: c.message_id.clone(),
                 item_type: c.item_type.clone(),
                 author_label: c.author_label.clone(),
                 text,
@@ -249,6 +252,7 @@ pub fn select_pending(
             Some(r) => excluded.push(exclusion(c, r)),
             None => kept.push(Selected {
                 item_id: c.item_id,
+                message_id: c.message_id.clone(),
                 item_type: c.item_type.clone(),
                 author_label: c.author_label.clone(),
                 text: c.text.clone(),

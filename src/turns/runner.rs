@@ -305,7 +305,13 @@ impl TurnRunner {
         };
 
         let mut sources = vec![format!(",{},", job.message_id)];
-        sources.extend(g.source_message_ids.iter().map(|m| format!("{m},")));
+        sources.extend(
+            g.source_message_ids
+                .iter()
+                .chain(g.thread.selected.iter().map(|s| &s.message_id))
+                .chain(g.history.selected.iter().map(|s| &s.message_id))
+                .map(|m| format!("{m},")),
+        );
         let excluded: Vec<ExcludedItem> = g
             .thread
             .excluded

@@ -601,3 +601,46 @@ both_backends!(
     quoted_replies_are_injected_truncated_or_refused_clearly,
     quoted_replies
 );
+
+async fn recall_reaches_decisions(db: TestDb) {
+    let mut app = TestApp::spawn(config(&two_bots(&db, ""))).await;
+    app.route(&Msg::group("om_root", "We need a deploy plan"))
+        .await;
+    app.route(
+        &Msg::group("om_secret", "the staging password is hunter2")
+            .in_thread("om_root")
+            .by("ou_bob"),
+    )
+    .await;
+    let ask = Msg::group("om_plan", "draft it")
+        .at_bot()
+        .in_thread("om_root");
+    assert_eq!(app.ask(&ask).await, "answered");
+    let q = "SELECT COUNT(*) FROM thread_context_decisions \
+             WHERE thread_context LIKE '%hunter2%' OR prompt_preview LIKE '%hunter2%' \
+             OR selected_json LIKE '%hunter2%'";
+    assert_eq!(
+        db.scalar(q).await,
+        1,
+        "the decision holds the thread message"
+    );
+
+    let signer = Signer::default();
+    assert_eq!(
+        app.event(&signer.recall("om_secret", "oc_group"))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(app.settled("ev-recall-om_secret").await, "done");
+    assert_eq!(
+        db.scalar(q).await,
+        0,
+        "a recalled thread message leaves the decisions that injected it"
+    );
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    a_recalled_thread_message_is_removed_from_decisions_that_injected_it,
+    recall_reaches_decisions
+);
