@@ -49,10 +49,10 @@ use feishu_bridge::{
         collector::{metadata, token_estimate},
         explain::{ExcludedItem, SelectedItem, preview},
         prompt::{self, PromptParts},
-        selector::{self, Candidate, Diagnostics, Request, Selection},
+        selector::{self, Diagnostics, Request, Selection},
     },
     explain::{self, Query},
-    store::{self, CandidateRow, NewContextEvent, NewDecision, NewItem, Store},
+    store::{self, NewContextEvent, NewDecision, NewItem, Store},
 };
 use secrecy::SecretString;
 use sqlx::{Connection, Executor, PgConnection, postgres::PgConnectOptions};
@@ -422,21 +422,6 @@ fn joined<E: std::fmt::Debug>(r: Option<Result<Result<(), E>, tokio::task::JoinE
     }
 }
 
-fn candidate(r: CandidateRow) -> Candidate {
-    Candidate {
-        item_id: r.item_id,
-        event_id: r.event_id,
-        item_type: r.item_type,
-        bot_profile: r.bot_profile,
-        bridge_id: r.bridge_id,
-        message_id: r.message_id,
-        author_label: r.author_label,
-        text: r.text,
-        truncated: r.truncated,
-        recalled: r.recalled,
-    }
-}
-
 /// What the turn runner does for the thread context of one turn.
 async fn select_and_assemble(store: &dyn Store) -> (Selection, String) {
     let window = i64::try_from(LIMIT * 2 + 32).unwrap_or(i64::MAX);
@@ -454,7 +439,7 @@ async fn select_and_assemble(store: &dyn Store) -> (Selection, String) {
         max_chars: MAX_CHARS,
         max_agent_output_chars: MAX_AGENT_OUTPUT_CHARS,
     };
-    let selection = selector::select_thread(&req, rows.into_iter().map(candidate).collect());
+    let selection = selector::select_thread(&req, rows);
     let prompt = prompt::assemble(&PromptParts {
         request: REQUEST_TEXT,
         thread: &selection.selected,

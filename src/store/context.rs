@@ -302,30 +302,9 @@ pub trait ContextStore: Send + Sync + 'static {
     async fn message_events(&self, message_id: &str) -> Result<Vec<ContextEventRow>, StoreError>;
 }
 
-/// A context item offered to the selector, as read.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct CandidateRow {
-    /// Item id.
-    pub item_id: i64,
-    /// Event id.
-    pub event_id: i64,
-    /// Item type.
-    pub item_type: String,
-    /// Recording profile.
-    pub bot_profile: String,
-    /// Its app id.
-    pub bridge_id: String,
-    /// Source message.
-    pub message_id: String,
-    /// Source label.
-    pub author_label: String,
-    /// Text.
-    pub text: String,
-    /// Cut at record time.
-    pub truncated: bool,
-    /// Recalled.
-    pub recalled: bool,
-}
+/// A context item offered to the selector, as read: the selector's own
+/// [`crate::context::selector::Candidate`].
+pub type CandidateRow = crate::context::selector::Candidate;
 
 /// A context decision to record (and, with its id, as read back).
 #[derive(Debug, Clone, PartialEq, Eq, Default, sqlx::FromRow)]
@@ -409,7 +388,7 @@ pub trait DecisionStore: Send + Sync + 'static {
     ) -> Result<Option<(String, String)>, StoreError>;
     /// A recorded message's text (for quoted replies), not recalled: (text, label).
     async fn message_text(&self, message_id: &str) -> Result<Option<(String, String)>, StoreError>;
-    /// Records a decision and links it from the request's verdict and running turn.
+    /// Records a decision and links it from the request's verdict.
     async fn record_decision(&self, d: &NewDecision) -> Result<i64, StoreError>;
     /// One decision.
     async fn decision(&self, id: i64) -> Result<Option<DecisionRow>, StoreError>;
@@ -422,11 +401,4 @@ pub trait DecisionStore: Send + Sync + 'static {
     ) -> Result<Option<DecisionRow>, StoreError>;
     /// Writes event-log records without a verdict (agent outputs).
     async fn record_events(&self, events: &[NewContextEvent]) -> Result<(), StoreError>;
-    /// Sets `topic_root_prompt_delivered`, if the session still has this id.
-    async fn mark_topic_root_delivered(
-        &self,
-        profile: &str,
-        key: &str,
-        session_id: &str,
-    ) -> Result<bool, StoreError>;
 }

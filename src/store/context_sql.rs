@@ -23,6 +23,25 @@ INSERT INTO routing_verdicts (profile, message_id, chat_id, verdict, reason, ses
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT DO NOTHING";
 
+/// The verdict insert with its values bound (the first verdict of a message stands).
+pub(crate) fn insert_verdict<DB: sqlx::Database>(
+    v: &super::NewVerdict,
+) -> sqlx::query::Query<'_, DB, <DB as sqlx::Database>::Arguments<'_>>
+where
+    String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<String>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    i64: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    sqlx::query(INSERT_VERDICT)
+        .bind(&v.profile)
+        .bind(&v.message_id)
+        .bind(&v.chat_id)
+        .bind(&v.verdict)
+        .bind(&v.reason)
+        .bind(&v.session_key)
+        .bind(v.created_at)
+}
+
 pub(crate) const SESSION_COLUMNS: &str = "profile, session_key, session_id, chat_id, chat_type, \
      user_id, root_msg_id, history_scope, topic_root_prompt_delivered, created_at, updated_at";
 
@@ -65,18 +84,23 @@ WHERE bot_profile = $1 AND history_scope = $2 AND recalled = FALSE
   AND id > COALESCE((SELECT last_event_id FROM history_watermarks
                      WHERE profile = $1 AND history_scope = $2), 0)";
 
-pub(crate) const RECALL: [&str; 5] = [
-    "INSERT INTO recalled_messages (message_id, chat_id, recalled_at) VALUES ($1, $2, $3) \
-     ON CONFLICT DO NOTHING",
+/// A recall is remembered (so a late delivery is ignored) …
+pub(crate) const RECALL_MARK: &str = "INSERT INTO recalled_messages (message_id, chat_id, recalled_at) VALUES ($1, $2, $3) \
+     ON CONFLICT DO NOTHING";
+
+/// … its text leaves the items, the inbox and every decision that held it …
+pub(crate) const RECALL_SCRUB: [&str; 3] = [
     "UPDATE thread_context_items SET text = '' \
      WHERE event_id IN (SELECT id FROM thread_context_events WHERE message_id = $1)",
     "UPDATE inbox_events SET payload = '{}' WHERE message_id = $1",
     "UPDATE thread_context_decisions SET request_text = '', thread_context = '', selected_json = '[]', \
      prompt_preview = '[removed: a message in this decision was recalled]' \
      WHERE source_message_ids LIKE '%,' || $1 || ',%'",
-    "UPDATE thread_context_events SET text = '', metadata_json = '{}', recalled = TRUE \
-     WHERE message_id = $1",
 ];
+
+/// … and its event-log records are marked recalled.
+pub(crate) const RECALL_EVENTS: &str = "UPDATE thread_context_events SET text = '', metadata_json = '{}', recalled = TRUE \
+     WHERE message_id = $1";
 
 /// Retention: old events (their items go with them), and finished inbox rows, verdicts
 /// and replies of the same age.
@@ -182,15 +206,7 @@ macro_rules! impl_context_store {
                             .execute(&mut *tx)
                             .await?;
                     }
-                    let v = &w.verdict;
-                    sqlx::query(sql::INSERT_VERDICT)
-                        .bind(&v.profile)
-                        .bind(&v.message_id)
-                        .bind(&v.chat_id)
-                        .bind(&v.verdict)
-                        .bind(&v.reason)
-                        .bind(&v.session_key)
-                        .bind(v.created_at)
+                    $crate::store::context_sql::insert_verdict(&w.verdict)
                         .execute(&mut *tx)
                         .await?;
                     let session = match &w.session {
@@ -224,14 +240,7 @@ macro_rules! impl_context_store {
                 v: &$crate::store::NewVerdict,
             ) -> Result<(), $crate::store::StoreError> {
                 $crate::store::bounded(self.timeout, async {
-                    sqlx::query($crate::store::context_sql::INSERT_VERDICT)
-                        .bind(&v.profile)
-                        .bind(&v.message_id)
-                        .bind(&v.chat_id)
-                        .bind(&v.verdict)
-                        .bind(&v.reason)
-                        .bind(&v.session_key)
-                        .bind(v.created_at)
+                    $crate::store::context_sql::insert_verdict(v)
                         .execute(&self.pool)
                         .await?;
                     Ok(())
@@ -248,13 +257,13 @@ macro_rules! impl_context_store {
                 use $crate::store::context_sql as sql;
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;
-                    sqlx::query(sql::RECALL[0])
+                    sqlx::query(sql::RECALL_MARK)
                         .bind(message_id)
                         .bind(chat_id)
                         .bind(now)
                         .execute(&mut *tx)
                         .await?;
-                    for q in &sql::RECALL[1..4] {
+                    for q in sql::RECALL_SCRUB {
                         sqlx::query(q).bind(message_id).execute(&mut *tx).await?;
                     }
                     sqlx::query($crate::store::turn_sql::RECALL)
@@ -262,7 +271,7 @@ macro_rules! impl_context_store {
                         .bind(now)
                         .execute(&mut *tx)
                         .await?;
-                    let done = sqlx::query(sql::RECALL[4]).bind(message_id).execute(&mut *tx).await?;
+                    let done = sqlx::query(sql::RECALL_EVENTS).bind(message_id).execute(&mut *tx).await?;
                     tx.commit().await?;
                     Ok(done.rows_affected())
                 })

@@ -69,8 +69,8 @@ pub(crate) const DECISION_COLUMNS: &str = "id, chat_id, root_msg_id, message_id,
      selected_item_ids_json, selected_json, excluded_json, prompt_preview, diagnostics_json, \
      source_message_ids, created_at";
 
-/// Inserts a decision inside an open transaction and links it from the request's verdict
-/// and from its running turn; evaluates to the decision id.
+/// Inserts a decision inside an open transaction and links it from the request's
+/// verdict; evaluates to the decision id.
 macro_rules! insert_decision {
     ($tx:expr, $d:expr) => {{
         let d = $d;
@@ -96,25 +96,20 @@ macro_rules! insert_decision {
             .bind(d.created_at)
             .fetch_one($tx)
             .await?;
-        for link in $crate::store::decision_sql::LINK_DECISION {
-            sqlx::query(link)
-                .bind(id)
-                .bind(&d.bot_profile)
-                .bind(&d.message_id)
-                .execute($tx)
-                .await?;
-        }
+        sqlx::query($crate::store::decision_sql::LINK_VERDICT)
+            .bind(id)
+            .bind(&d.bot_profile)
+            .bind(&d.message_id)
+            .execute($tx)
+            .await?;
         id
     }};
 }
 pub(crate) use insert_decision;
 
-/// A decision is linked from its request's verdict and running turn.
-pub(crate) const LINK_DECISION: [&str; 2] = [
-    "UPDATE routing_verdicts SET decision_id = $1 WHERE profile = $2 AND message_id = $3",
-    "UPDATE turns SET decision_id = $1 \
-     WHERE profile = $2 AND message_id = $3 AND state = 'running'",
-];
+/// A decision is linked from its request's verdict.
+pub(crate) const LINK_VERDICT: &str =
+    "UPDATE routing_verdicts SET decision_id = $1 WHERE profile = $2 AND message_id = $3";
 
 /// Implements [`super::DecisionStore`] (see `impl_inbox_store!` for why this is a macro).
 macro_rules! impl_decision_store {
@@ -246,27 +241,6 @@ macro_rules! impl_decision_store {
                     $crate::store::context_sql::insert_events!(&mut *tx, events);
                     tx.commit().await?;
                     Ok(())
-                })
-                .await
-            }
-
-            async fn mark_topic_root_delivered(
-                &self,
-                profile: &str,
-                key: &str,
-                session_id: &str,
-            ) -> Result<bool, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let done = sqlx::query(
-                        "UPDATE sessions SET topic_root_prompt_delivered = TRUE \
-                         WHERE profile = $1 AND session_key = $2 AND session_id = $3",
-                    )
-                    .bind(profile)
-                    .bind(key)
-                    .bind(session_id)
-                    .execute(&self.pool)
-                    .await?;
-                    Ok(done.rows_affected() == 1)
                 })
                 .await
             }

@@ -11,7 +11,7 @@ INSERT INTO turns (turn_id, profile, session_key, chat_id, message_id, request_t
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8)";
 
 pub(crate) const START: &str = "\
-UPDATE turns SET state = 'running', session_id = $2, started_at = $3
+UPDATE turns SET state = 'running', session_id = $2, started_at = $3, decision_id = $4
 WHERE turn_id = $1 AND state = 'queued' RETURNING id";
 
 pub(crate) const END: &str = "\
@@ -68,18 +68,20 @@ macro_rules! impl_turn_store {
             ) -> Result<Option<$crate::store::StartedTurn>, $crate::store::StoreError> {
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;
+                    let decision_id =
+                        $crate::store::decision_sql::insert_decision!(&mut *tx, s.decision);
                     let row_id: Option<i64> = sqlx::query_scalar($crate::store::turn_sql::START)
                         .bind(s.turn_id)
                         .bind(&s.decision.session_id)
                         .bind(s.now)
+                        .bind(decision_id)
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(row_id) = row_id else {
+                        // No longer queued: nothing of this start is kept.
                         tx.rollback().await?;
                         return Ok(None);
                     };
-                    let decision_id =
-                        $crate::store::decision_sql::insert_decision!(&mut *tx, s.decision);
                     if let Some((profile, scope, up_to)) = s.consume {
                         sqlx::query($crate::store::decision_sql::CONSUME)
                             .bind(profile)

@@ -11,7 +11,7 @@ use crate::{
         prompt::{self, PromptParts},
         selector::{self, Candidate, Request, Selected, Selection},
     },
-    store::{CandidateRow, StoreError},
+    store::StoreError,
 };
 
 /// Everything the prompt of one turn is made of, with the record of why.
@@ -128,21 +128,6 @@ impl Gathered {
     }
 }
 
-fn candidate(r: CandidateRow) -> Candidate {
-    Candidate {
-        item_id: r.item_id,
-        event_id: r.event_id,
-        item_type: r.item_type,
-        bot_profile: r.bot_profile,
-        bridge_id: r.bridge_id,
-        message_id: r.message_id,
-        author_label: r.author_label,
-        text: r.text,
-        truncated: r.truncated,
-        recalled: r.recalled,
-    }
-}
-
 impl TurnRunner {
     /// Reads and selects everything the turn's prompt is made of.
     pub(super) async fn gather(
@@ -197,7 +182,7 @@ impl TurnRunner {
                 .await?;
             let injected = g.topic_root.is_some();
             let (in_block, candidates): (Vec<Candidate>, Vec<Candidate>) =
-                rows.into_iter().map(candidate).partition(|c| {
+                rows.into_iter().partition(|c| {
                     injected && c.item_type == "topic_root" && c.message_id == job.root_msg_id
                 });
             g.thread = selector::select_thread(&req, candidates);
@@ -218,11 +203,7 @@ impl TurnRunner {
                 .await?;
             g.history_up_to = rows.iter().map(|r| r.event_id).max();
             let in_thread: Vec<i64> = g.thread.selected.iter().map(|s| s.item_id).collect();
-            g.history = selector::select_pending(
-                &req,
-                rows.into_iter().map(candidate).collect(),
-                &in_thread,
-            );
+            g.history = selector::select_pending(&req, rows, &in_thread);
         }
         Ok(g)
     }
