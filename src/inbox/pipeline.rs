@@ -248,9 +248,15 @@ impl Pipeline {
                 now,
             }),
             names: content.names.clone(),
-            purge_before: self.purge_due(),
             turn: job.as_ref().map(|j| j.to_new_turn(now)),
         };
+        if let Some(cutoff) = self.purge_due() {
+            // Retention rides on message traffic, in its own short transaction; a failure
+            // only waits for the next round.
+            if let Err(e) = self.store.purge(cutoff).await {
+                tracing::warn!(error = %e, "retention purge failed");
+            }
+        }
         let session = self.store.apply_route(&write).await?;
         tracing::info!(profile = profile_name, message_id = %msg.message_id, verdict = route.verdict.as_str(), reason = route.reason, session_key = ?route.session_key, "message routed");
 

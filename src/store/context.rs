@@ -164,9 +164,6 @@ pub struct RouteWrite {
     pub session: Option<NewSession>,
     /// Display names learned from the message's mentions: `(open_id, name)`.
     pub names: Vec<(String, String)>,
-    /// When set, events (and finished inbox rows, verdicts, replies, turns) older than
-    /// this Unix ms are purged in the same transaction.
-    pub purge_before: Option<i64>,
     /// The turn the message starts, queued in the same transaction.
     pub turn: Option<super::NewTurn>,
 }
@@ -254,6 +251,9 @@ pub trait ContextStore: Send + Sync + 'static {
     /// Writes one routed message's records, verdict and session in one transaction;
     /// returns the session mapping when one was given.
     async fn apply_route(&self, write: &RouteWrite) -> Result<Option<SessionRow>, StoreError>;
+    /// Retention, in its own transaction: deletes events (with their items), finished
+    /// inbox rows, verdicts, replies and finished turns older than `cutoff` (Unix ms).
+    async fn purge(&self, cutoff: i64) -> Result<(), StoreError>;
     /// Records a verdict alone (messages that are ignored before any record).
     async fn record_verdict(&self, verdict: &NewVerdict) -> Result<(), StoreError>;
     /// Marks a message recalled everywhere and removes its text from the database

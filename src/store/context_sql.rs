@@ -102,15 +102,14 @@ pub(crate) const RECALL_SCRUB: [&str; 3] = [
 pub(crate) const RECALL_EVENTS: &str = "UPDATE thread_context_events SET text = '', metadata_json = '{}', recalled = TRUE \
      WHERE message_id = $1";
 
-/// Retention: old events (their items go with them), and finished inbox rows, verdicts
-/// and replies of the same age.
+/// Retention: old events (their items go with them: `ON DELETE CASCADE`), and finished
+/// inbox rows, verdicts, replies and turns of the same age.
 pub(crate) const PURGE: [&str; 5] = [
-    "DELETE FROM thread_context_items WHERE event_id IN \
-     (SELECT id FROM thread_context_events WHERE created_at < $1)",
     "DELETE FROM thread_context_events WHERE created_at < $1",
     "DELETE FROM inbox_events WHERE received_at < $1 AND status IN ('done', 'skipped', 'failed')",
     "DELETE FROM routing_verdicts WHERE created_at < $1",
     "DELETE FROM outbound_messages WHERE created_at < $1",
+    "DELETE FROM turns WHERE queued_at < $1 AND state IN ('succeeded', 'failed', 'cancelled')",
 ];
 
 pub(crate) const EVENT_COLUMNS: &str = "e.id, e.chat_id, e.root_msg_id, e.message_id, e.event_type, \
@@ -191,11 +190,6 @@ macro_rules! impl_context_store {
                 use $crate::store::context_sql as sql;
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;
-                    if let Some(cutoff) = w.purge_before {
-                        for q in sql::PURGE.iter().chain([&$crate::store::turn_sql::PURGE]) {
-                            sqlx::query(q).bind(cutoff).execute(&mut *tx).await?;
-                        }
-                    }
                     $crate::store::context_sql::insert_events!(&mut *tx, &w.events);
                     for (open_id, name) in &w.names {
                         sqlx::query(sql::UPSERT_NAME)
@@ -231,6 +225,18 @@ macro_rules! impl_context_store {
                     }
                     tx.commit().await?;
                     Ok(session)
+                })
+                .await
+            }
+
+            async fn purge(&self, cutoff: i64) -> Result<(), $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    let mut tx = self.pool.begin().await?;
+                    for q in $crate::store::context_sql::PURGE {
+                        sqlx::query(q).bind(cutoff).execute(&mut *tx).await?;
+                    }
+                    tx.commit().await?;
+                    Ok(())
                 })
                 .await
             }

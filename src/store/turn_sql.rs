@@ -31,10 +31,6 @@ UPDATE turns SET request_text = '', job_json = '{}',
     state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END
 WHERE message_id = $1";
 
-/// Retention: finished turns older than the cutoff.
-pub(crate) const PURGE: &str = "\
-DELETE FROM turns WHERE queued_at < $1 AND state IN ('succeeded', 'failed', 'cancelled')";
-
 pub(crate) fn select(where_clause: &str) -> String {
     format!("SELECT {TURN_COLUMNS} FROM turns WHERE {where_clause}")
 }

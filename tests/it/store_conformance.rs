@@ -262,11 +262,7 @@ fn context_event(message_id: &str, event_type: &str, created_at: i64) -> store::
     }
 }
 
-fn write(
-    events: Vec<store::NewContextEvent>,
-    message_id: &str,
-    purge_before: Option<i64>,
-) -> store::RouteWrite {
+fn write(events: Vec<store::NewContextEvent>, message_id: &str) -> store::RouteWrite {
     store::RouteWrite {
         verdict: store::NewVerdict {
             profile: "a".into(),
@@ -281,7 +277,6 @@ fn write(
         session: None,
         names: Vec::new(),
         turn: None,
-        purge_before,
     }
 }
 
@@ -290,7 +285,6 @@ async fn event_log_dedup_and_retention(db: TestDb) {
     s.apply_route(&write(
         vec![context_event("om_old", "human_message", 1_000)],
         "om_old",
-        None,
     ))
     .await
     .expect("write");
@@ -299,7 +293,6 @@ async fn event_log_dedup_and_retention(db: TestDb) {
     s.apply_route(&write(
         vec![context_event("om_new", "topic_root", 9_000)],
         "om_new",
-        None,
     ))
     .await
     .expect("write");
@@ -309,7 +302,6 @@ async fn event_log_dedup_and_retention(db: TestDb) {
             context_event("om_new", "user_request", 9_000),
         ],
         "om_new",
-        None,
     ))
     .await
     .expect("write");
@@ -329,10 +321,10 @@ async fn event_log_dedup_and_retention(db: TestDb) {
     s.apply_route(&write(
         vec![context_event("om_newer", "human_message", 10_000)],
         "om_newer",
-        Some(5_000),
     ))
     .await
     .expect("write");
+    s.purge(5_000).await.expect("purge");
     let left = s
         .thread_events("a", "oc_1", "om_root")
         .await
