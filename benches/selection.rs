@@ -47,7 +47,7 @@ use feishu_bridge::{
     config::{DatabaseConfig, WorkspaceMode},
     context::{
         collector::{metadata, token_estimate},
-        explain::{ExcludedItem, SelectedItem, preview},
+        explain::{ExcludedItem, SelectedItem},
         prompt::{self, PromptParts},
         selector::{self, Diagnostics, Request, Selection},
     },
@@ -450,18 +450,7 @@ async fn select_and_assemble(store: &dyn Store) -> (Selection, String) {
 
 /// The decision the runner would record for that turn.
 fn decision(selection: &Selection, prompt: &str) -> NewDecision {
-    let selected: Vec<SelectedItem> = selection
-        .selected
-        .iter()
-        .map(|s| SelectedItem {
-            item_id: s.item_id,
-            item_type: s.item_type.clone(),
-            author_label: s.author_label.clone(),
-            chars: s.text.chars().count(),
-            preview: preview(&s.text, 80),
-            truncated: s.truncated,
-        })
-        .collect();
+    let selected: Vec<SelectedItem> = selection.selected.iter().map(SelectedItem::from).collect();
     let excluded: Vec<ExcludedItem> = selection
         .excluded
         .iter()

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::selector::Excluded;
+use super::selector::{Excluded, Selected};
 
 /// One selected item as explained.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -34,6 +34,19 @@ pub struct ExcludedItem {
     /// `limit`, `chars`, `own_output`, `same_turn_request`, `recalled`, `mode`,
     /// `other_profile`, `command`, `in_thread_context`, `topic_root_block`.
     pub reason: String,
+}
+
+impl From<&Selected> for SelectedItem {
+    fn from(s: &Selected) -> Self {
+        Self {
+            item_id: s.item_id,
+            item_type: s.item_type.clone(),
+            author_label: s.author_label.clone(),
+            chars: s.text.chars().count(),
+            preview: preview(&s.text, 80),
+            truncated: s.truncated,
+        }
+    }
 }
 
 impl From<Excluded> for ExcludedItem {

@@ -166,10 +166,6 @@ impl FeishuClient {
 pub struct FetchedMessage {
     /// Plain text (mentions resolved, this bot's removed).
     pub text: String,
-    /// `user` or `app`.
-    pub sender_type: String,
-    /// Sender id.
-    pub sender_id: String,
 }
 
 #[derive(Deserialize)]
@@ -196,8 +192,6 @@ struct GetItem {
     #[serde(default)]
     body: Option<GetBody>,
     #[serde(default)]
-    sender: Option<GetSender>,
-    #[serde(default)]
     mentions: Vec<GetMention>,
 }
 
@@ -205,14 +199,6 @@ struct GetItem {
 struct GetBody {
     #[serde(default)]
     content: String,
-}
-
-#[derive(Deserialize)]
-struct GetSender {
-    #[serde(default)]
-    id: String,
-    #[serde(default)]
-    sender_type: String,
 }
 
 /// In GET answers a mention's `id` is a plain string (with `id_type`).
@@ -282,14 +268,8 @@ impl FeishuClient {
         let content = item.body.map(|b| b.content).unwrap_or_default();
         let normalized =
             crate::protocol::content::normalize(&item.msg_type, &content, &mentions, bot_open_id);
-        let sender = item.sender.unwrap_or(GetSender {
-            id: String::new(),
-            sender_type: String::new(),
-        });
         Ok(Some(FetchedMessage {
             text: normalized.text,
-            sender_type: sender.sender_type,
-            sender_id: sender.id,
         }))
     }
 }

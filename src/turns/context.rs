@@ -60,7 +60,7 @@ impl Gathered {
         if let Some(r) = &self.topic_root {
             parts.push(format!("topic root: {r}"));
         }
-        for s in self.thread.selected.iter().chain(&self.history.selected) {
+        for s in self.selected() {
             parts.push(format!("{}: {}", s.author_label, s.text));
         }
         parts.join("\n")
@@ -68,29 +68,20 @@ impl Gathered {
 
     /// Characters of everything injected besides the request.
     pub fn context_chars(&self) -> usize {
-        let items: usize = self
-            .thread
-            .selected
-            .iter()
-            .chain(&self.history.selected)
-            .map(|s| s.text.chars().count())
-            .sum();
+        let items: usize = self.selected().map(|s| s.text.chars().count()).sum();
         items
             + self.topic_root.as_ref().map_or(0, |r| r.chars().count())
             + self.quoted.as_ref().map_or(0, |(q, _)| q.chars().count())
     }
 
+    /// The selected thread items, then the selected pending history.
+    pub fn selected(&self) -> impl Iterator<Item = &Selected> {
+        self.thread.selected.iter().chain(&self.history.selected)
+    }
+
     /// Selected items for the explain record, quoted reply and topic root included.
     pub fn selected_items(&self) -> Vec<SelectedItem> {
         let mut out = Vec::new();
-        let item = |s: &Selected| SelectedItem {
-            item_id: s.item_id,
-            item_type: s.item_type.clone(),
-            author_label: s.author_label.clone(),
-            chars: s.text.chars().count(),
-            preview: preview(&s.text, 80),
-            truncated: s.truncated,
-        };
         if let Some((q, cut)) = &self.quoted {
             out.push(SelectedItem {
                 item_id: 0,
@@ -111,8 +102,7 @@ impl Gathered {
                 truncated: false,
             });
         }
-        out.extend(self.thread.selected.iter().map(item));
-        out.extend(self.history.selected.iter().map(item));
+        out.extend(self.selected().map(SelectedItem::from));
         out
     }
 

@@ -14,15 +14,40 @@ use crate::{
     util::now_ms,
 };
 
-/// Where a notice about a turn goes: a reply to its request.
+/// Where a turn's replies go: its request, in its thread in group chats (a private chat
+/// is one conversation: replies there quote the request in the chat).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Notice<'a> {
+pub(super) struct ReplyTo<'a> {
     pub(super) profile: &'a str,
     pub(super) chat_id: &'a str,
     pub(super) message_id: &'a str,
     pub(super) turn_id: &'a str,
-    /// In the request's thread (group chats).
     pub(super) in_thread: bool,
+}
+
+impl<'a> ReplyTo<'a> {
+    /// The request of `job`.
+    pub(super) fn of(job: &'a TurnJob) -> Self {
+        Self {
+            profile: &job.profile,
+            chat_id: &job.chat_id,
+            message_id: &job.message_id,
+            turn_id: &job.turn_id,
+            in_thread: !job.is_dm,
+        }
+    }
+
+    fn reply(self, kind: &'static str, text: String) -> Reply {
+        Reply {
+            profile: self.profile.to_string(),
+            chat_id: self.chat_id.to_string(),
+            reply_to: Some(self.message_id.to_string()),
+            in_thread: self.in_thread,
+            kind,
+            text,
+            turn_id: Some(self.turn_id.to_string()),
+        }
+    }
 }
 
 impl TurnRunner {
@@ -57,17 +82,8 @@ impl TurnRunner {
     }
 
     async fn send_answer(&self, job: &TurnJob, answer: &str) -> Result<String, OutboundError> {
-        self.outbound
-            .send(Reply {
-                profile: job.profile.clone(),
-                chat_id: job.chat_id.clone(),
-                reply_to: Some(job.message_id.clone()),
-                in_thread: !job.is_dm,
-                kind: "answer",
-                text: answer.to_string(),
-                turn_id: Some(job.turn_id.clone()),
-            })
-            .await
+        let reply = ReplyTo::of(job).reply("answer", answer.to_string());
+        self.outbound.send(reply).await
     }
 
     /// The card gets the final text; what does not fit follows as text replies.
@@ -94,23 +110,34 @@ impl TurnRunner {
         Ok(())
     }
 
-    /// Puts a card into a final state without an answer (stopped, failed); a failure is
-    /// only logged, the turn's state is already recorded.
-    pub(super) async fn close_card(
+    /// Tells the user something about a turn, as a reply to its request.
+    pub(super) async fn notify(&self, to: ReplyTo<'_>, text: &str) -> Result<(), OutboundError> {
+        let notice = to.reply("notice", text.to_string());
+        self.outbound.send(notice).await.map(|_| ())
+    }
+
+    /// Tells the user a turn ended without an answer: on its card when it has one
+    /// (`(card id, text so far)`; the card then shows `state` — a failure to update it is
+    /// only logged, the turn's state is already recorded), else with `notice`.
+    pub(super) async fn tell_ended(
         &self,
-        job: &TurnJob,
-        card_id: &str,
-        text: &str,
+        to: ReplyTo<'_>,
+        card: Option<(&str, &str)>,
         state: CardState<'_>,
-    ) {
-        let card = answer_card(text, state, &job.turn_id);
+        notice: &str,
+    ) -> Result<(), OutboundError> {
+        let Some((card_id, text)) = card else {
+            return self.notify(to, notice).await;
+        };
+        let card = answer_card(text, state, to.turn_id);
         if let Err(e) = self
             .outbound
-            .update_card(&job.profile, &job.chat_id, card_id, &card, text)
+            .update_card(to.profile, to.chat_id, card_id, &card, text)
             .await
         {
-            tracing::warn!(turn_id = %job.turn_id, error = %e, "card not updated");
+            tracing::warn!(turn_id = %to.turn_id, error = %e, "card not updated");
         }
+        Ok(())
     }
 
     /// The answer as this profile's `agent_output`, so the other bots in the thread see
@@ -153,39 +180,5 @@ impl TurnRunner {
                 truncated,
             }),
         }
-    }
-
-    /// Tells the user something about a turn, as a reply to its request.
-    pub(super) async fn notify(
-        &self,
-        to: Notice<'_>,
-        text: String,
-    ) -> Result<String, OutboundError> {
-        self.outbound
-            .send(Reply {
-                profile: to.profile.to_string(),
-                chat_id: to.chat_id.to_string(),
-                reply_to: Some(to.message_id.to_string()),
-                in_thread: to.in_thread,
-                kind: "notice",
-                text,
-                turn_id: Some(to.turn_id.to_string()),
-            })
-            .await
-    }
-
-    pub(super) async fn notify_job(
-        &self,
-        job: &TurnJob,
-        text: String,
-    ) -> Result<String, OutboundError> {
-        let to = Notice {
-            profile: &job.profile,
-            chat_id: &job.chat_id,
-            message_id: &job.message_id,
-            turn_id: &job.turn_id,
-            in_thread: !job.is_dm,
-        };
-        self.notify(to, text).await
     }
 }

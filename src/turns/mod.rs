@@ -19,4 +19,3 @@ mod stream;
 
 pub use recovery::Recovered;
 pub use runner::{RunnerParts, TurnDone, TurnJob, TurnRunner};
-pub use stream::MIN_UPDATE_INTERVAL_MS;

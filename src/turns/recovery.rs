@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::{
     card::CardState,
-    deliver::Notice,
+    deliver::ReplyTo,
     runner::{TurnJob, TurnRunner},
 };
 use crate::{
@@ -116,23 +116,17 @@ impl TurnRunner {
             .await;
         match ended {
             Ok(true) => {
-                match (&row.card_message_id, &job) {
-                    (Some(card_id), Some(job)) => {
-                        self.close_card(job, card_id, "", CardState::Failed(INTERRUPTED))
-                            .await;
-                    }
-                    _ => {
-                        let to = Notice {
-                            profile: &row.profile,
-                            chat_id: &row.chat_id,
-                            message_id: &row.message_id,
-                            turn_id: &row.turn_id,
-                            in_thread: job.as_ref().is_none_or(|j| !j.is_dm),
-                        };
-                        if let Err(e) = self.notify(to, INTERRUPTED.into()).await {
-                            tracing::warn!(turn_id = %row.turn_id, error = %e, "interrupted turn's user not told");
-                        }
-                    }
+                let to = ReplyTo {
+                    profile: &row.profile,
+                    chat_id: &row.chat_id,
+                    message_id: &row.message_id,
+                    turn_id: &row.turn_id,
+                    in_thread: job.as_ref().is_none_or(|j| !j.is_dm),
+                };
+                let card = row.card_message_id.as_deref().map(|id| (id, ""));
+                let shown = CardState::Failed(INTERRUPTED);
+                if let Err(e) = self.tell_ended(to, card, shown, INTERRUPTED).await {
+                    tracing::warn!(turn_id = %row.turn_id, error = %e, "interrupted turn's user not told");
                 }
                 self.announce(&row.profile, &row.message_id, &row.turn_id, "interrupted");
             }

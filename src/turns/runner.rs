@@ -6,10 +6,10 @@ use std::{collections::HashMap, sync::Arc};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use super::{card::CardState, deliver::ReplyTo};
 use crate::{
     agent::{Agent, AgentTurn, EchoAgent, PastTurn},
     config::{Config, WorkspaceMode},
-    context::explain::ExcludedItem,
     feishu_api::FeishuClient,
     identity::Identities,
     outbound::{Outbound, OutboundError},
@@ -230,12 +230,8 @@ impl TurnRunner {
                     .store
                     .end_turn(&job.turn_id, TurnState::Failed, &e.to_string(), now_ms())
                     .await;
-                let _ = self
-                    .notify_job(
-                        &job,
-                        "Sorry, this request failed inside the bridge; please try again.".into(),
-                    )
-                    .await;
+                let sorry = "Sorry, this request failed inside the bridge; please try again.";
+                let _ = self.notify(ReplyTo::of(&job), sorry).await;
                 "failed"
             }
         };
@@ -308,17 +304,15 @@ impl TurnRunner {
         sources.extend(
             g.source_message_ids
                 .iter()
-                .chain(g.thread.selected.iter().map(|s| &s.message_id))
-                .chain(g.history.selected.iter().map(|s| &s.message_id))
+                .chain(g.selected().map(|s| &s.message_id))
                 .map(|m| format!("{m},")),
         );
-        let excluded: Vec<ExcludedItem> = g
+        // The same fields as the explain record's excluded items: serialized as they are.
+        let excluded: Vec<_> = g
             .thread
             .excluded
             .iter()
             .chain(&g.history.excluded)
-            .cloned()
-            .map(ExcludedItem::from)
             .collect();
         let selected = g.selected_items();
         let decision = NewDecision {
@@ -339,12 +333,7 @@ impl TurnRunner {
             request_text: job.request_text.clone(),
             thread_context: g.rendered_context(),
             selected_item_ids_json: serde_json::to_string(
-                &g.thread
-                    .selected
-                    .iter()
-                    .chain(&g.history.selected)
-                    .map(|s| s.item_id)
-                    .collect::<Vec<_>>(),
+                &g.selected().map(|s| s.item_id).collect::<Vec<_>>(),
             )
             .unwrap_or_default(),
             selected_json: serde_json::to_string(&selected).unwrap_or_default(),
@@ -384,14 +373,10 @@ impl TurnRunner {
                     now_ms(),
                 )
                 .await?;
-            self.notify_job(
-                job,
-                "I could not read the message you replied to (it may have been recalled or I cannot \
-                 see it), so I did not send your request to the agent. Please quote it again or paste \
-                 its text."
-                    .into(),
-            )
-            .await?;
+            let notice = "I could not read the message you replied to (it may have been recalled \
+                 or I cannot see it), so I did not send your request to the agent. Please quote it \
+                 again or paste its text.";
+            self.notify(ReplyTo::of(job), notice).await?;
             return Ok("quote_unreadable");
         }
         let earlier = within_budget(
@@ -431,10 +416,7 @@ impl TurnRunner {
             request_text: job.request_text.clone(),
             prompt,
             context_items: g
-                .thread
-                .selected
-                .iter()
-                .chain(&g.history.selected)
+                .selected()
                 .map(|s| crate::agent::ContextItem {
                     item_type: s.item_type.clone(),
                     author_label: s.author_label.clone(),
@@ -464,10 +446,11 @@ impl TurnRunner {
             a = agent.run(&turn, &partial) => Some(a),
         };
         let partial_text = partial.borrow().clone();
-        let finished_card = match card {
+        let card_id = match card {
             Some(c) => Some(c.finish().await),
             None => None,
         };
+        let card = card_id.as_deref().map(|id| (id, partial_text.as_str()));
         let root_delivered = matches!(g.topic_root_status, "injected" | "is_request").then(|| {
             (
                 job.profile.clone(),
@@ -476,37 +459,22 @@ impl TurnRunner {
             )
         });
         match answer {
-            None => {
-                self.end_cancelled(job, finished_card.as_deref(), &partial_text)
-                    .await
-            }
+            None => self.end_cancelled(job, card).await,
             Some(Err(e)) => {
                 let why = e.to_string();
                 self.store
                     .end_turn(&job.turn_id, TurnState::Failed, &why, now_ms())
                     .await?;
-                match finished_card {
-                    Some(card_id) => {
-                        self.close_card(
-                            job,
-                            &card_id,
-                            &partial_text,
-                            super::card::CardState::Failed(&why),
-                        )
-                        .await;
-                    }
-                    None => {
-                        self.notify_job(job, format!("The agent did not answer: {why}"))
-                            .await?;
-                    }
-                }
+                let notice = format!("The agent did not answer: {why}");
+                self.tell_ended(ReplyTo::of(job), card, CardState::Failed(&why), &notice)
+                    .await?;
                 Ok("agent_failed")
             }
             Some(Ok(answer)) => {
                 self.store
                     .save_turn_output(&job.turn_id, &answer, now_ms())
                     .await?;
-                self.deliver(job, finished_card.as_deref(), &answer, root_delivered)
+                self.deliver(job, card_id.as_deref(), &answer, root_delivered)
                     .await?;
                 Ok("answered")
             }
@@ -517,48 +485,32 @@ impl TurnRunner {
     async fn end_cancelled(
         &self,
         job: &TurnJob,
-        card_id: Option<&str>,
-        partial_text: &str,
+        card: Option<(&str, &str)>,
     ) -> Result<&'static str, TurnError> {
-        if self.shutdown.is_cancelled() {
-            self.store
-                .end_turn(
-                    &job.turn_id,
-                    TurnState::Failed,
-                    "interrupted: the bridge shut down",
-                    now_ms(),
-                )
-                .await?;
-            match card_id {
-                Some(card_id) => {
-                    let why = super::card::CardState::Failed(super::recovery::INTERRUPTED);
-                    self.close_card(job, card_id, partial_text, why).await;
-                }
-                None => {
-                    self.notify_job(job, super::recovery::INTERRUPTED.into())
-                        .await?;
-                }
-            }
-            return Ok("interrupted");
-        }
-        self.store
-            .end_turn(
-                &job.turn_id,
+        let (state, error, shown, notice, outcome) = if self.shutdown.is_cancelled() {
+            let interrupted = super::recovery::INTERRUPTED;
+            (
+                TurnState::Failed,
+                "interrupted: the bridge shut down",
+                CardState::Failed(interrupted),
+                interrupted,
+                "interrupted",
+            )
+        } else {
+            (
                 TurnState::Cancelled,
                 "stopped by the user",
-                now_ms(),
+                CardState::Stopped,
+                "Stopped.",
+                "stopped",
             )
+        };
+        self.store
+            .end_turn(&job.turn_id, state, error, now_ms())
             .await?;
-        match card_id {
-            Some(card_id) => {
-                self.close_card(job, card_id, partial_text, super::card::CardState::Stopped)
-                    .await;
-            }
-            None => {
-                self.notify_job(job, "Stopped.".into()).await?;
-            }
-        }
-        Ok("stopped")
+        self.tell_ended(ReplyTo::of(job), card, shown, notice)
+            .await?;
+        Ok(outcome)
     }
 }
 

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     card::{CARD_TEXT_MAX, CardState, answer_card},
+    deliver::ReplyTo,
     runner::{TurnJob, TurnRunner},
 };
 use crate::outbound::CardReply;
@@ -47,7 +48,7 @@ impl TurnRunner {
                 profile: job.profile.clone(),
                 chat_id: job.chat_id.clone(),
                 reply_to: Some(job.message_id.clone()),
-                in_thread: !job.is_dm,
+                in_thread: ReplyTo::of(job).in_thread,
                 turn_id: job.turn_id.clone(),
                 card: answer_card("", CardState::Running, &job.turn_id),
                 text: String::new(),
