@@ -39,12 +39,7 @@ use axum::{
     http::{HeaderMap, StatusCode},
     routing::{get, post},
 };
-use feishu_bridge::{
-    Bridge,
-    inbox::Processed,
-    protocol::crypto::{self, AesKey},
-    turns::TurnDone,
-};
+use feishu_bridge::{Bridge, inbox::Processed, protocol::crypto, turns::TurnDone};
 use serde_json::{Value, json};
 use tokio::{
     net::TcpListener,
@@ -286,12 +281,10 @@ fn message_event(event_id: &str, message_id: &str, chat_id: &str) -> String {
 }
 
 /// The encrypted body and its signature headers, as Feishu sends them.
-fn signed(key: &AesKey, plaintext: &str) -> (String, [(&'static str, String); 4]) {
+fn signed(plaintext: &str) -> (String, [(&'static str, String); 4]) {
     let ts = feishu_bridge::util::now_secs().to_string();
     let nonce = rand::random::<u32>().to_string();
-    let iv: [u8; 16] = rand::random();
-    let body = json!({ "encrypt": crypto::encrypt(key, iv, plaintext.as_bytes()) }).to_string();
-    let signature = crypto::event_signature(&ts, &nonce, ENCRYPT_KEY, body.as_bytes());
+    let (body, signature) = crypto::seal(Some(ENCRYPT_KEY), &ts, &nonce, rand::random(), plaintext);
     (
         body,
         [
@@ -308,7 +301,6 @@ fn signed(key: &AesKey, plaintext: &str) -> (String, [(&'static str, String); 4]
 struct Rig {
     client: reqwest::Client,
     event_url: String,
-    key: AesKey,
     agent: mpsc::UnboundedReceiver<AgentSeen>,
     replies: mpsc::UnboundedReceiver<ReplySeen>,
     turns_done: broadcast::Receiver<TurnDone>,
@@ -345,7 +337,7 @@ impl Rig {
         // 220 ms (Feishu's shared per-group limit), so reusing one chat would measure the
         // pacing, not the bridge's overhead.
         let chat_id = format!("oc_bench_{:08x}_{i:06}", self.run);
-        let (body, headers) = signed(&self.key, &message_event(&event_id, &message_id, &chat_id));
+        let (body, headers) = signed(&message_event(&event_id, &message_id, &chat_id));
         let mut request = self.client.post(&self.event_url).body(body);
         for (name, value) in headers {
             request = request.header(name, value);
@@ -499,7 +491,6 @@ async fn bench(warmup: usize, n: usize, report: bool) {
             .build()
             .expect("client"),
         event_url: format!("http://{addr}/webhook/{PROFILE}/event"),
-        key: AesKey::derive(ENCRYPT_KEY),
         agent,
         replies,
         turns_done,

@@ -23,7 +23,7 @@ use std::{
     time::{Instant, SystemTime, UNIX_EPOCH},
 };
 
-use feishu_bridge::protocol::crypto::{self, AesKey};
+use feishu_bridge::protocol::crypto;
 use rand::Rng;
 
 #[path = "../bench/sample_event.rs"]
@@ -138,7 +138,6 @@ fn run(args: &Args) -> std::io::Result<()> {
         .unwrap_or_default();
     let timestamp = now.as_secs().to_string();
     let now_ms = now.as_millis();
-    let key = AesKey::derive(&args.encrypt_key);
     let mut rng = rand::rng();
     let run_id: u32 = rng.random();
 
@@ -147,13 +146,14 @@ fn run(args: &Args) -> std::io::Result<()> {
     for seq in 0..args.count {
         let ids = Ids { run: run_id, seq };
         let plain = plaintext(&ids, &args.token, &args.app_id, now_ms);
-        let iv: [u8; 16] = rng.random();
-        let encrypted = crypto::encrypt(&key, iv, plain.as_bytes());
-        let body = format!("{{\"encrypt\":\"{encrypted}\"}}");
-        let nonce: u32 = rng.random();
-        let nonce = nonce.to_string();
-        let signature =
-            crypto::event_signature(&timestamp, &nonce, &args.encrypt_key, body.as_bytes());
+        let nonce = rng.random::<u32>().to_string();
+        let (body, signature) = crypto::seal(
+            Some(&args.encrypt_key),
+            &timestamp,
+            &nonce,
+            rng.random(),
+            &plain,
+        );
         writeln!(out, "{timestamp}\t{nonce}\t{signature}\t{body}")?;
         plain_bytes += plain.len() as u64;
         body_bytes += body.len() as u64;

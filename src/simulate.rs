@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::{
     config::{Config, Profile},
-    protocol::crypto::{self, AesKey},
+    protocol::crypto,
     util::{now_ms, now_secs},
 };
 
@@ -116,14 +116,13 @@ fn event(config: &Config, step: &Step, message_id: &str) -> (Value, Vec<String>)
 fn signed(profile: &Profile, plaintext: &str) -> (String, [(String, String); 3]) {
     let ts = now_secs().to_string();
     let nonce = format!("{}", rand::random::<u32>());
-    let (body, key) = match profile.encrypt_key() {
-        Some(key) => {
-            let enc = crypto::encrypt(&AesKey::derive(key), rand::random(), plaintext.as_bytes());
-            (json!({"encrypt": enc}).to_string(), key)
-        }
-        None => (plaintext.to_string(), ""),
-    };
-    let sig = crypto::event_signature(&ts, &nonce, key, body.as_bytes());
+    let (body, sig) = crypto::seal(
+        profile.encrypt_key(),
+        &ts,
+        &nonce,
+        rand::random(),
+        plaintext,
+    );
     (
         body,
         [

@@ -75,6 +75,28 @@ pub fn encrypt(key: &AesKey, iv: [u8; 16], plaintext: &[u8]) -> String {
     STANDARD.encode(out)
 }
 
+/// A callback body as Feishu sends it, with its `X-Lark-Signature`: with an encrypt key,
+/// `{"encrypt": …}` around `plaintext` (encrypted with `iv`) signed with the key; without
+/// one, `plaintext` itself signed with an empty key. For `simulate`, tests and
+/// benchmarks.
+pub fn seal(
+    encrypt_key: Option<&str>,
+    timestamp: &str,
+    nonce: &str,
+    iv: [u8; 16],
+    plaintext: &str,
+) -> (String, String) {
+    let body = match encrypt_key {
+        Some(key) => {
+            let enc = encrypt(&AesKey::derive(key), iv, plaintext.as_bytes());
+            format!("{{\"encrypt\":\"{enc}\"}}")
+        }
+        None => plaintext.to_string(),
+    };
+    let signature = event_signature(timestamp, nonce, encrypt_key.unwrap_or(""), body.as_bytes());
+    (body, signature)
+}
+
 /// `hex(SHA-256(timestamp + nonce + encrypt_key + body))`.
 pub fn event_signature(timestamp: &str, nonce: &str, encrypt_key: &str, body: &[u8]) -> String {
     let mut h = Sha256::new();

@@ -1,7 +1,7 @@
 //! Builds callbacks the way Feishu sends them: schema 2.0 JSON, AES-256-CBC encrypted,
 //! SHA-256 signed over the exact body bytes.
 
-use feishu_bridge::protocol::crypto::{self, AesKey};
+use feishu_bridge::protocol::crypto;
 use serde_json::{Value, json};
 
 /// Test credentials of the default profile.
@@ -92,19 +92,9 @@ impl Signer {
     pub fn request_at(&self, plaintext: &str, timestamp: i64) -> Request {
         let ts = timestamp.to_string();
         let nonce = format!("{}", rand::random::<u32>());
-        match &self.encrypt_key {
-            Some(key) => {
-                let iv: [u8; 16] = rand::random();
-                let enc = crypto::encrypt(&AesKey::derive(key), iv, plaintext.as_bytes());
-                let body = json!({ "encrypt": enc }).to_string();
-                let sig = crypto::event_signature(&ts, &nonce, key, body.as_bytes());
-                Request::signed(body, &ts, &nonce, &sig)
-            }
-            None => {
-                let sig = crypto::event_signature(&ts, &nonce, "", plaintext.as_bytes());
-                Request::signed(plaintext.to_string(), &ts, &nonce, &sig)
-            }
-        }
+        let key = self.encrypt_key.as_deref();
+        let (body, sig) = crypto::seal(key, &ts, &nonce, rand::random(), plaintext);
+        Request::signed(body, &ts, &nonce, &sig)
     }
 
     /// A signed `{"encrypt": …}` body whose content is arbitrary (for negative tests).
