@@ -12,7 +12,6 @@ use serde_json::{Value, json};
 use crate::{
     app::App,
     config::WorkspaceMode,
-    inbox::pipeline::new_session_id,
     protocol::events::{self, TypedEvent, UserIds},
     routing::{Place, Sender, may_invoke},
     store::{TurnRow, TurnState},
@@ -20,7 +19,7 @@ use crate::{
         TurnJob,
         card::{ACTION_NEW_SESSION, ACTION_STOP},
     },
-    util::now_ms,
+    util::{new_session_id, now_ms},
 };
 
 /// A button press, from either callback form.
@@ -115,7 +114,10 @@ pub async fn answer(app: &App, profile: &str, event_type: &str, payload: &str) -
     tracing::info!(profile, turn_id = %turn.turn_id, session_key = %turn.session_key, action, "card action");
     match action.as_str() {
         ACTION_STOP => {
-            if app.queues.cancel_labeled(&turn.session_key, &turn.turn_id) {
+            if app
+                .queues
+                .cancel_running(&turn.session_key, Some(&turn.turn_id))
+            {
                 toast("success", "Stopping this answer.")
             } else if turn.state().is_ok_and(|s| s == TurnState::Queued) {
                 // Not started yet: it never will.

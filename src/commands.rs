@@ -9,12 +9,12 @@
 use std::sync::Arc;
 
 use crate::{
-    inbox::pipeline::{ProcessError, new_session_id},
+    inbox::pipeline::ProcessError,
     outbound::{Outbound, Reply},
     routing::{Command, HELP},
     session_queue::SessionQueues,
     store::{SessionRow, Store},
-    util::now_ms,
+    util::{new_session_id, now_ms},
 };
 
 /// One command invocation.
@@ -74,7 +74,7 @@ pub async fn execute(
             }
         }
         Command::Stop => {
-            if queues.cancel_running(&s.session_key) {
+            if queues.cancel_running(&s.session_key, None) {
                 "Stopping the running answer of this session.".to_string()
             } else {
                 "Nothing is running in this session.".to_string()

@@ -23,6 +23,20 @@ pub struct Query<'a> {
     pub verbose: bool,
 }
 
+impl Query<'_> {
+    /// What to say when no decision matches.
+    pub fn not_found(&self) -> String {
+        format!(
+            "no context decision for root {} and profile {}{}",
+            self.root_msg_id,
+            self.profile,
+            self.message_id
+                .map(|m| format!(" and message {m}"))
+                .unwrap_or_default()
+        )
+    }
+}
+
 /// Finds and explains a decision; `None` when there is none.
 pub async fn load(store: &dyn Store, q: &Query<'_>) -> Result<Option<Explanation>, StoreError> {
     let row = match q.decision_id {

@@ -85,14 +85,7 @@ pub async fn explain(
         .await
         .context("cannot read the decision")?;
     let Some(e) = found else {
-        anyhow::bail!(
-            "no context decision for root {} and profile {}{}",
-            q.root_msg_id,
-            q.profile,
-            q.message_id
-                .map(|m| format!(" and message {m}"))
-                .unwrap_or_default()
-        );
+        anyhow::bail!(q.not_found());
     };
     if json {
         Ok(serde_json::to_string_pretty(&e)? + "\n")

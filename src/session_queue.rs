@@ -63,14 +63,9 @@ impl SessionQueues {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Queues `job` behind the key's earlier jobs.
-    pub fn submit(&self, key: &str, job: Job) {
-        self.submit_labeled(key, "", job);
-    }
-
     /// Queues `job` behind the key's earlier jobs, labelled (a turn id) so that
-    /// [`Self::cancel_labeled`] can name it.
-    pub fn submit_labeled(&self, key: &str, label: &str, job: Job) {
+    /// [`Self::cancel_running`] can name it.
+    pub fn submit(&self, key: &str, label: &str, job: Job) {
         let job = (label.to_string(), job);
         let mut keys = self.lock();
         let state = keys.entry(key.to_string()).or_default();
@@ -115,21 +110,11 @@ impl SessionQueues {
         }
     }
 
-    /// Cancels the key's running job; `false` when nothing runs for that key.
-    pub fn cancel_running(&self, key: &str) -> bool {
+    /// Cancels the key's running job — only if it carries `label`, when one is given;
+    /// `false` when no such job runs.
+    pub fn cancel_running(&self, key: &str, label: Option<&str>) -> bool {
         match self.lock().get(key).and_then(|s| s.running.as_ref()) {
-            Some((token, _)) => {
-                token.cancel();
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Cancels the key's running job only if it carries `label`; `false` otherwise.
-    pub fn cancel_labeled(&self, key: &str, label: &str) -> bool {
-        match self.lock().get(key).and_then(|s| s.running.as_ref()) {
-            Some((token, running)) if running == label => {
+            Some((token, running)) if label.is_none_or(|l| l == running) => {
                 token.cancel();
                 true
             }
@@ -200,6 +185,7 @@ mod tests {
         let l = log_tx.clone();
         q.submit(
             "a",
+            "",
             job(move |_| async move {
                 l.send("a1 start").ok();
                 slow_gate.await.ok();
@@ -209,6 +195,7 @@ mod tests {
         let l = log_tx.clone();
         q.submit(
             "a",
+            "",
             job(move |_| async move {
                 l.send("a2").ok();
             }),
@@ -216,6 +203,7 @@ mod tests {
         let l = log_tx.clone();
         q.submit(
             "b",
+            "",
             job(move |_| async move {
                 l.send("b1").ok();
             }),
@@ -250,6 +238,7 @@ mod tests {
             let (tx, started_tx) = (tx.clone(), started_tx.clone());
             q.submit(
                 key,
+                "",
                 job(move |token| async move {
                     started_tx.send(key).ok();
                     token.cancelled().await;
@@ -259,11 +248,11 @@ mod tests {
         }
         started.recv().await.expect("started");
         started.recv().await.expect("started");
-        assert!(q.cancel_running("a"));
+        assert!(q.cancel_running("a", None));
         assert_eq!(rx.recv().await, Some(("a", true)));
         assert!(q.status("b").running, "b is untouched");
-        assert!(!q.cancel_running("nope"));
-        assert!(q.cancel_running("b"));
+        assert!(!q.cancel_running("nope", None));
+        assert!(q.cancel_running("b", None));
         assert_eq!(rx.recv().await, Some(("b", true)));
     }
 }

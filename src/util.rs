@@ -14,3 +14,8 @@ pub fn now_ms() -> i64 {
 pub fn now_secs() -> i64 {
     now_ms() / 1000
 }
+
+/// A fresh agent-side session id.
+pub fn new_session_id() -> String {
+    format!("s_{:032x}", rand::random::<u128>())
+}

@@ -33,9 +33,9 @@ pub struct VerdictBody {
     pub profile: String,
     /// `ignored`, `observed` (recorded as context) or `invoked` (a turn or command).
     pub verdict: String,
-    /// Why, e.g. `no_mention`, `user_not_allowed`, `chat_not_allowed`, `dm_disabled`,
-    /// `own_message`, `bot_sender`, `bot_identity_unknown`, `not_owner`, `recalled`,
-    /// `mention`, `command`, `dm`.
+    /// Why: `no_mention`, `user_not_allowed`, `chat_not_allowed`, `dm_disabled`,
+    /// `group_disabled`, `own_message`, `bot_sender`, `bot_identity_unknown`,
+    /// `not_owner`, `empty_request`, `recalled`, `mention`, `reply_all`, `command`, `dm`.
     pub reason: String,
     /// The session, for invocations.
     pub session_key: Option<String>,

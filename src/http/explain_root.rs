@@ -55,12 +55,7 @@ pub async fn explain(
         .await
         .map_err(ApiError::store)?;
     let Some(e) = found else {
-        return Err(ApiError::NotFound(format!(
-            "no context decision for root {root_msg_id} and profile {profile}{}",
-            q.message_id
-                .map(|m| format!(" and message {m}"))
-                .unwrap_or_default()
-        )));
+        return Err(ApiError::NotFound(query.not_found()));
     };
     let wants_text = headers
         .get(header::ACCEPT)

@@ -8,7 +8,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::{AdminAuth, ApiError, AppState, ErrorBody};
-use crate::{inbox::pipeline::new_session_id, store::SessionRow, util::now_ms};
+use crate::{
+    store::SessionRow,
+    util::{new_session_id, now_ms},
+};
 
 /// A session mapping.
 #[derive(Debug, Serialize, ToSchema)]

@@ -101,20 +101,16 @@ pub async fn status(
     _auth: AdminAuth,
 ) -> Result<Json<StatusBody>, ApiError> {
     let ok = app.store.ping().await.is_ok();
-    let counts = if ok {
-        app.store.inbox_counts().await.ok()
+    // The reads only when the database answered the ping, and at the same time.
+    let (counts, turns, problems) = if ok {
+        let (counts, turns, problems) = tokio::join!(
+            app.store.inbox_counts(),
+            app.store.turn_counts(),
+            app.store.inbox_problems(10)
+        );
+        (counts.ok(), turns.ok(), problems.unwrap_or_default())
     } else {
-        None
-    };
-    let turns = if ok {
-        app.store.turn_counts().await.ok()
-    } else {
-        None
-    };
-    let problems = if ok {
-        app.store.inbox_problems(10).await.unwrap_or_default()
-    } else {
-        Vec::new()
+        (None, None, Vec::new())
     };
     let profiles = app
         .config

@@ -23,7 +23,7 @@ use crate::{
     session_queue::SessionQueues,
     store::{InboxEvent, NewSession, NewVerdict, RouteWrite, Store, StoreError},
     turns::{TurnJob, TurnRunner},
-    util::now_ms,
+    util::{new_session_id, now_ms},
 };
 
 /// Why an event could not be processed. Messages never contain payload content.
@@ -302,9 +302,4 @@ impl Pipeline {
             .await?
             .unwrap_or_else(|| actor_id.to_string()))
     }
-}
-
-/// A fresh agent-side session id.
-pub fn new_session_id() -> String {
-    format!("s_{:032x}", rand::random::<u128>())
 }

@@ -52,7 +52,7 @@ impl TurnRunner {
                     found.delivering += 1;
                     let runner = self.clone();
                     let (key, label) = (row.session_key.clone(), row.turn_id.clone());
-                    queues.submit_labeled(
+                    queues.submit(
                         &key,
                         &label,
                         Box::new(move |_| Box::pin(async move { runner.resume(row, job).await })),
@@ -62,7 +62,7 @@ impl TurnRunner {
                     found.interrupted += 1;
                     let runner = self.clone();
                     let (key, label) = (row.session_key.clone(), row.turn_id.clone());
-                    queues.submit_labeled(
+                    queues.submit(
                         &key,
                         &label,
                         Box::new(move |_| {

@@ -209,7 +209,7 @@ impl TurnRunner {
     pub fn submit(self: &Arc<Self>, queues: &SessionQueues, job: TurnJob) {
         let runner = self.clone();
         let (key, label) = (job.session_key.clone(), job.turn_id.clone());
-        queues.submit_labeled(
+        queues.submit(
             &key,
             &label,
             Box::new(move |cancel| Box::pin(async move { runner.run(job, cancel).await })),
