@@ -15,6 +15,7 @@ use crate::{
         fake_feishu::FakeFeishu,
         fake_openai::FakeOpenAi,
         feishu::{BOT_OPEN_ID, Msg},
+        next_matching,
     },
 };
 
@@ -41,17 +42,9 @@ fn streaming(db: &TestDb, fake: &FakeFeishu, llm: &FakeOpenAi, more: &str) -> St
 /// Waits until the fake's activity satisfies `done`.
 async fn until(fake: &FakeFeishu, mut done: impl FnMut() -> bool) {
     let mut seen = fake.state.activity.subscribe();
-    let wait = async {
-        while !done() {
-            match seen.recv().await {
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(e) => panic!("fake closed: {e}"),
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), wait)
-        .await
-        .expect("the fake saw it in time");
+    if !done() {
+        next_matching(&mut seen, "the fake's activity", |_| done()).await;
+    }
 }
 
 /// Presses a card button as `operator` (a signed `card.action.trigger` callback);

@@ -15,6 +15,7 @@ use crate::{
         fake_feishu::FakeFeishu,
         feishu::{BOT_OPEN_ID, Msg},
         gated_agent::GatedAgent,
+        next_matching,
     },
 };
 
@@ -27,18 +28,7 @@ fn with_feishu(db: &TestDb, fake: &FakeFeishu, more: &str) -> String {
 
 /// Waits until the fake has seen an event starting with `prefix`; returns it.
 async fn activity(rx: &mut tokio::sync::broadcast::Receiver<String>, prefix: &str) -> String {
-    let wait = async {
-        loop {
-            match rx.recv().await {
-                Ok(a) if a.starts_with(prefix) => return a,
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(e) => panic!("fake closed: {e}"),
-            }
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(30), wait)
-        .await
-        .unwrap_or_else(|_| panic!("the fake never saw {prefix}"))
+    next_matching(rx, prefix, |a| a.starts_with(prefix)).await
 }
 
 async fn crash_before_reply(db: TestDb) {
@@ -118,7 +108,7 @@ async fn crash_while_agent_works(db: TestDb) {
     let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
     let mut agent = GatedAgent::start().await;
     let text = with_feishu(&db, &fake, &agent.config());
-    let bridge = Crashable::start(config(&text)).await;
+    let mut bridge = Crashable::start(config(&text)).await;
     let signer = Signer::default();
     let first = Msg::group("om_1", "first").at_bot().in_thread("om_root");
     let second = Msg::group("om_2", "second").at_bot().in_thread("om_root");
@@ -126,20 +116,11 @@ async fn crash_while_agent_works(db: TestDb) {
     assert_eq!(agent.next().await["request_text"], "first");
     assert_eq!(bridge.event(&signer.deliver(&second)).await, 200);
     // The second waits behind the first in the same session; wait until it is queued.
+    assert_eq!(bridge.processed("ev-om_2").await.outcome, "done");
     let store = feishu_bridge::store::open(&config(&text).database)
         .await
         .expect("store");
-    let queued = loop {
-        let inbox = store
-            .inbox_event("planner", "ev-om_2")
-            .await
-            .expect("store answers");
-        if inbox.is_some_and(|e| e.status.as_str() == "done") {
-            break turn_of(store.as_ref(), "om_2").await;
-        }
-        tokio::task::yield_now().await;
-    };
-    assert_eq!(queued.state, "queued");
+    assert_eq!(turn_of(store.as_ref(), "om_2").await.state, "queued");
     bridge.crash().await;
     assert_eq!(turn_of(store.as_ref(), "om_1").await.state, "running");
     drop(store);

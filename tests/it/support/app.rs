@@ -214,20 +214,12 @@ impl TestApp {
         msg: &super::feishu::Msg,
     ) -> &'static str {
         self.route_as(profile, signer, msg).await;
-        let wait = async {
-            loop {
-                match self.turns.recv().await {
-                    Ok(t) if t.profile == profile && t.message_id == msg.message_id => {
-                        return t.outcome;
-                    }
-                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(e) => panic!("turn channel closed: {e}"),
-                }
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(30), wait)
-            .await
-            .unwrap_or_else(|_| panic!("no turn finished for {}", msg.message_id))
+        let what = format!("the turn of {}", msg.message_id);
+        super::next_matching(&mut self.turns, &what, |t| {
+            t.profile == profile && t.message_id == msg.message_id
+        })
+        .await
+        .outcome
     }
 
     /// Delivers a message to the default profile and waits for its turn.
@@ -299,38 +291,20 @@ impl TestApp {
     /// after: the subscription predates the read); returns the row.
     pub async fn turn_ended(&self, message_id: &str) -> feishu_bridge::store::TurnRow {
         let mut done = self.state.turns_done.subscribe();
-        let wait = async {
-            loop {
-                let row = self.turn_of(message_id).await;
-                if !matches!(row.state.as_str(), "queued" | "running") {
-                    return row;
-                }
-                match done.recv().await {
-                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(e) => panic!("turn channel closed: {e}"),
-                }
+        loop {
+            let row = self.turn_of(message_id).await;
+            if !matches!(row.state.as_str(), "queued" | "running") {
+                return row;
             }
-        };
-        tokio::time::timeout(Duration::from_secs(30), wait)
-            .await
-            .unwrap_or_else(|_| panic!("the turn of {message_id} did not end"))
+            let what = format!("the end of the turn of {message_id}");
+            super::next_matching(&mut done, &what, |_| true).await;
+        }
     }
 
     /// Waits for the worker to report on `event_id` (bounded, event-driven: no sleeps).
     pub async fn processed(&mut self, event_id: &str) -> Processed {
-        let wait = async {
-            loop {
-                match self.processed.recv().await {
-                    Ok(p) if p.event_id == event_id => return p,
-                    Ok(_) => continue,
-                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(e) => panic!("worker channel closed: {e}"),
-                }
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(30), wait)
-            .await
-            .unwrap_or_else(|_| panic!("event {event_id} was not processed"))
+        let what = format!("the processing of {event_id}");
+        super::next_matching(&mut self.processed, &what, |p| p.event_id == event_id).await
     }
 }
 

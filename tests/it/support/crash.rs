@@ -2,13 +2,17 @@
 //! ends every task wherever it stands, with nothing flushed or cleaned up — what a
 //! killed process leaves behind.
 
-use feishu_bridge::{Bridge, Config};
-use tokio::{net::TcpListener, sync::oneshot};
+use feishu_bridge::{Bridge, Config, inbox::Processed};
+use tokio::{
+    net::TcpListener,
+    sync::{broadcast, oneshot},
+};
 
 /// A bridge that can only be crashed, never stopped.
 pub struct Crashable {
     /// `http://127.0.0.1:port`
     pub base: String,
+    processed: broadcast::Receiver<Processed>,
     crash: oneshot::Sender<()>,
     thread: std::thread::JoinHandle<()>,
 }
@@ -26,17 +30,19 @@ impl Crashable {
                 .expect("runtime");
             rt.block_on(async move {
                 let bridge = Bridge::start(config).await.expect("bridge starts");
+                let processed = bridge.state().processed.subscribe();
                 let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
                 let addr = listener.local_addr().expect("addr");
                 tokio::spawn(bridge.serve(listener, std::future::pending()));
-                base_tx.send(format!("http://{addr}")).ok();
+                base_tx.send((format!("http://{addr}"), processed)).ok();
                 crashed.await.ok();
             });
             rt.shutdown_background();
         });
-        let base = base_rx.await.expect("bridge started");
+        let (base, processed) = base_rx.await.expect("bridge started");
         Self {
             base,
+            processed,
             crash,
             thread,
         }
@@ -51,6 +57,12 @@ impl Crashable {
             r = r.header(k, v);
         }
         r.send().await.expect("request sent").status().as_u16()
+    }
+
+    /// Waits until the worker has processed `event_id` (of any profile).
+    pub async fn processed(&mut self, event_id: &str) -> Processed {
+        let what = format!("the processing of {event_id}");
+        super::next_matching(&mut self.processed, &what, |p| p.event_id == event_id).await
     }
 
     /// Crashes it and waits until its runtime is gone.

@@ -14,6 +14,28 @@ pub use app::{ADMIN, Answer, TestApp, config, config_toml};
 pub use db::{Kind, TestDb};
 pub use feishu::{Request, Signer};
 
+/// Waits (at most 30 s, event-driven: no sleeps) for the next message on `rx` that
+/// `wanted` accepts; a lagging receiver just reads on.
+pub async fn next_matching<T: Clone>(
+    rx: &mut tokio::sync::broadcast::Receiver<T>,
+    what: &str,
+    mut wanted: impl FnMut(&T) -> bool,
+) -> T {
+    use tokio::sync::broadcast::error::RecvError;
+    let wait = async {
+        loop {
+            match rx.recv().await {
+                Ok(m) if wanted(&m) => return m,
+                Ok(_) | Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => panic!("channel closed while waiting for {what}"),
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), wait)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
 /// Runs a test body once per backend; Postgres is skipped (with a notice) when
 /// unreachable unless required.
 #[macro_export]
