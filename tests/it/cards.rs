@@ -9,13 +9,8 @@ use serde_json::{Value, json};
 use crate::{
     both_backends,
     support::{
-        Answer, Signer, TestApp, TestDb,
-        app::answer,
-        config, config_toml,
-        fake_feishu::FakeFeishu,
-        fake_openai::FakeOpenAi,
-        feishu::{BOT_OPEN_ID, Msg},
-        next_matching,
+        Answer, Signer, TestApp, TestDb, app::answer, config, config_toml, fake_feishu::FakeFeishu,
+        fake_openai::FakeOpenAi, feishu::Msg, next_matching,
     },
 };
 
@@ -30,11 +25,12 @@ fn streaming(db: &TestDb, fake: &FakeFeishu, llm: &FakeOpenAi, more: &str) -> St
     config_toml(
         db,
         &format!(
-            "api_base = \"{}\"\napp_secret = \"s\"\n{more}\n\
+            "{}{more}\n\
              [profiles.agent]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"test-model\"\n\
              stream = true\nstream_interval_ms = 200\n\
              {CODER}\n[context]\nshared_thread_enabled = true\n",
-            fake.base, llm.base
+            fake.profile_keys(),
+            llm.base
         ),
     )
 }
@@ -63,14 +59,11 @@ async fn press(app: &TestApp, operator: &str, action: &str, turn_id: &str, card:
         "card.action.trigger",
         event,
     ));
-    let mut r = app
-        .client
-        .post(format!("{}/webhook/planner/event", app.base))
-        .timeout(Duration::from_secs(3))
-        .body(req.body.clone());
-    for (k, v) in &req.headers {
-        r = r.header(k, v);
-    }
+    let r = req.apply(
+        app.client
+            .post(format!("{}/webhook/planner/event", app.base))
+            .timeout(Duration::from_secs(3)),
+    );
     answer(r.send().await.expect("answered within Feishu's 3 s")).await
 }
 
@@ -123,7 +116,7 @@ fn button_values(card: &Value) -> Vec<Value> {
 }
 
 async fn streamed_answer(db: TestDb) {
-    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let fake = FakeFeishu::planner().await;
     let llm = FakeOpenAi::start(vec!["Hello".into(), " wide".into(), " world".into()]).await;
     llm.hold_after(1);
     let mut app = TestApp::spawn(config(&streaming(&db, &fake, &llm, ""))).await;
@@ -236,7 +229,7 @@ both_backends!(
 );
 
 async fn buttons(db: TestDb) {
-    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let fake = FakeFeishu::planner().await;
     let llm = FakeOpenAi::start(vec!["Working".into(), " on it".into()]).await;
     llm.hold_after(1);
     let text = streaming(&db, &fake, &llm, "allow_users = [\"ou_alice\", \"ou_bob\"]");

@@ -191,12 +191,7 @@ async fn serve_stops_cleanly_on_sigterm_and_logs_no_secret_or_message_text() {
         }
         .message("ev-log-3", "om-log-3", text),
     ] {
-        let mut r = client
-            .post(format!("{base}/webhook/planner/event"))
-            .body(req.body.clone());
-        for (k, v) in &req.headers {
-            r = r.header(k, v);
-        }
+        let r = req.apply(client.post(format!("{base}/webhook/planner/event")));
         r.send().await.expect("sent");
     }
     // A plaintext profile: the message text travels in clear inside the body.
@@ -205,12 +200,7 @@ async fn serve_stops_cleanly_on_sigterm_and_logs_no_secret_or_message_text() {
         token: "plain-vt-never-logged".into(),
     };
     let req = plain.message("ev-log-4", "om-log-4", text);
-    let mut r = client
-        .post(format!("{base}/webhook/plain/event"))
-        .body(req.body.clone());
-    for (k, v) in &req.headers {
-        r = r.header(k, v);
-    }
+    let r = req.apply(client.post(format!("{base}/webhook/plain/event")));
     assert_eq!(r.send().await.expect("sent").status(), 200);
     let status = client
         .get(format!("{base}/status"))

@@ -4,10 +4,7 @@ use serde_json::Value;
 
 use crate::{
     both_backends,
-    support::{
-        Signer, TestApp, TestDb, config, config_toml,
-        feishu::{BOT_OPEN_ID, Msg},
-    },
+    support::{Signer, TestApp, TestDb, config, config_toml, feishu::Msg},
 };
 
 const CODER: &str = crate::support::feishu::CODER_PROFILE;
@@ -422,15 +419,12 @@ both_backends!(
 
 async fn topic_root_once(db: TestDb) {
     use std::sync::atomic::Ordering;
-    let fake = crate::support::fake_feishu::FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let fake = crate::support::fake_feishu::FakeFeishu::planner().await;
     fake.messages
         .lock()
         .expect("lock")
         .insert("om_far".into(), "Fix the flaky login callback".into());
-    let text = config_toml(
-        &db,
-        &format!("api_base = \"{}\"\napp_secret = \"s\"", fake.base),
-    );
+    let text = config_toml(&db, &fake.profile_keys());
     let mut app = TestApp::spawn(config(&text)).await;
     // The root was never delivered to the bridge: it is read through the Open API.
     let first = Msg::group("om_1", "find the root cause")
@@ -486,13 +480,10 @@ both_backends!(the_topic_root_is_injected_once_per_session, topic_root_once);
 
 async fn topic_root_disabled(db: TestDb) {
     use std::sync::atomic::Ordering;
-    let fake = crate::support::fake_feishu::FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let fake = crate::support::fake_feishu::FakeFeishu::planner().await;
     let text = config_toml(
         &db,
-        &format!(
-            "api_base = \"{}\"\napp_secret = \"s\"\ntopic_root_enabled = false",
-            fake.base
-        ),
+        &format!("{}topic_root_enabled = false", fake.profile_keys()),
     );
     let mut app = TestApp::spawn(config(&text)).await;
     let ask = Msg::group("om_1", "go").at_bot().in_thread("om_far");
@@ -519,7 +510,7 @@ both_backends!(
 );
 
 async fn quoted_replies(db: TestDb) {
-    let fake = crate::support::fake_feishu::FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let fake = crate::support::fake_feishu::FakeFeishu::planner().await;
     fake.messages
         .lock()
         .expect("lock")
@@ -527,8 +518,8 @@ async fn quoted_replies(db: TestDb) {
     let text = config_toml(
         &db,
         &format!(
-            "api_base = \"{}\"\napp_secret = \"s\"\n[context]\nquoted_reply_max_chars = 40",
-            fake.base
+            "{}[context]\nquoted_reply_max_chars = 40",
+            fake.profile_keys()
         ),
     );
     let mut app = TestApp::spawn(config(&text)).await;

@@ -8,11 +8,8 @@ use serde_json::Value;
 use crate::{
     both_backends,
     support::{
-        Signer, TestApp, TestDb, config, config_toml,
-        fake_feishu::FakeFeishu,
-        fake_openai::FakeOpenAi,
-        feishu::{BOT_OPEN_ID, Msg},
-        gated_agent::GatedAgent,
+        Signer, TestApp, TestDb, config, config_toml, fake_feishu::FakeFeishu,
+        fake_openai::FakeOpenAi, feishu::Msg, gated_agent::GatedAgent,
     },
 };
 
@@ -72,12 +69,12 @@ impl Backend {
 }
 
 async fn full_loop(db: TestDb, mut backend: Backend, answer: &str) {
-    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let fake = FakeFeishu::planner().await;
     let text = config_toml(
         &db,
         &format!(
-            "api_base = \"{}\"\napp_secret = \"s\"\n{}\n{CODER}\n[context]\nshared_thread_enabled = true\n",
-            fake.base,
+            "{}{}\n{CODER}\n[context]\nshared_thread_enabled = true\n",
+            fake.profile_keys(),
             backend.config()
         ),
     );

@@ -4,19 +4,12 @@ use std::sync::atomic::Ordering;
 
 use crate::{
     both_backends,
-    support::{
-        TestApp, TestDb, config, config_toml,
-        fake_feishu::FakeFeishu,
-        feishu::{BOT_OPEN_ID, Msg},
-    },
+    support::{TestApp, TestDb, config, config_toml, fake_feishu::FakeFeishu, feishu::Msg},
 };
 
 async fn replies_in_thread(db: TestDb) {
-    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
-    let text = config_toml(
-        &db,
-        &format!("api_base = \"{}\"\napp_secret = \"s\"", fake.base),
-    );
+    let fake = FakeFeishu::planner().await;
+    let text = config_toml(&db, &fake.profile_keys());
     let mut app = TestApp::spawn(config(&text)).await;
     let ask = Msg::group("om_q", "hello").at_bot().in_thread("om_root");
     assert_eq!(app.ask(&ask).await, "answered");
@@ -85,14 +78,8 @@ both_backends!(
 );
 
 async fn dry_run_records(db: TestDb) {
-    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
-    let text = config_toml(
-        &db,
-        &format!(
-            "api_base = \"{}\"\napp_secret = \"s\"\ndry_run = true",
-            fake.base
-        ),
-    );
+    let fake = FakeFeishu::planner().await;
+    let text = config_toml(&db, &format!("{}dry_run = true", fake.profile_keys()));
     let mut app = TestApp::spawn(config(&text)).await;
     app.ask(&Msg::group("om_q", "hello").at_bot()).await;
     assert!(
@@ -111,11 +98,8 @@ both_backends!(
 );
 
 async fn private_chat_replies(db: TestDb) {
-    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
-    let text = config_toml(
-        &db,
-        &format!("api_base = \"{}\"\napp_secret = \"s\"", fake.base),
-    );
+    let fake = FakeFeishu::planner().await;
+    let text = config_toml(&db, &fake.profile_keys());
     let mut app = TestApp::spawn(config(&text)).await;
     assert_eq!(app.ask(&Msg::dm("om_dm_1", "hello")).await, "answered");
     app.route(&Msg::dm("om_dm_2", "/status")).await;
@@ -140,11 +124,8 @@ both_backends!(
 
 async fn send_to_chat(db: TestDb) {
     use feishu_bridge::feishu_api::FeishuClient;
-    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
-    let cfg = config(&config_toml(
-        &db,
-        &format!("api_base = \"{}\"\napp_secret = \"s\"", fake.base),
-    ));
+    let fake = FakeFeishu::planner().await;
+    let cfg = config(&config_toml(&db, &fake.profile_keys()));
     let client = FeishuClient::new(reqwest::Client::new(), &cfg.profiles[0]);
     let text_id = client
         .send_text("oc_group", "good morning", "uuid-text-1")

@@ -8,22 +8,13 @@ use serde_json::json;
 use crate::{
     both_backends,
     support::{
-        Signer, TestApp, TestDb,
-        app::turn_of,
-        config, config_toml,
-        crash::Crashable,
-        fake_feishu::FakeFeishu,
-        feishu::{BOT_OPEN_ID, Msg},
-        gated_agent::GatedAgent,
-        next_matching,
+        Signer, TestApp, TestDb, app::turn_of, config, config_toml, crash::Crashable,
+        fake_feishu::FakeFeishu, feishu::Msg, gated_agent::GatedAgent, next_matching,
     },
 };
 
 fn with_feishu(db: &TestDb, fake: &FakeFeishu, more: &str) -> String {
-    config_toml(
-        db,
-        &format!("api_base = \"{}\"\napp_secret = \"s\"\n{more}", fake.base),
-    )
+    config_toml(db, &format!("{}{more}", fake.profile_keys()))
 }
 
 /// Waits until the fake has seen an event starting with `prefix`; returns it.
@@ -32,7 +23,7 @@ async fn activity(rx: &mut tokio::sync::broadcast::Receiver<String>, prefix: &st
 }
 
 async fn crash_before_reply(db: TestDb) {
-    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let fake = FakeFeishu::planner().await;
     let mut agent = GatedAgent::start().await;
     agent.open();
     let text = with_feishu(&db, &fake, &agent.config());
@@ -105,7 +96,7 @@ both_backends!(
 );
 
 async fn crash_while_agent_works(db: TestDb) {
-    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let fake = FakeFeishu::planner().await;
     let mut agent = GatedAgent::start().await;
     let text = with_feishu(&db, &fake, &agent.config());
     let mut bridge = Crashable::start(config(&text)).await;
@@ -158,7 +149,7 @@ both_backends!(
 );
 
 async fn token_life(db: TestDb) {
-    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let fake = FakeFeishu::planner().await;
     let text = with_feishu(&db, &fake, "");
     let mut app = TestApp::spawn(config(&text)).await;
     let tokens = || fake.state.token_requests.load(Ordering::SeqCst);
@@ -272,7 +263,7 @@ async fn turns_over_rest(db: TestDb) {
 both_backends!(turns_are_listed_and_counted_over_rest, turns_over_rest);
 
 async fn graceful_stop(db: TestDb) {
-    let fake = FakeFeishu::start("s", BOT_OPEN_ID).await;
+    let fake = FakeFeishu::planner().await;
     let mut agent = GatedAgent::start().await;
     let text = with_feishu(&db, &fake, &agent.config());
     let mut app = TestApp::spawn(config(&text)).await;

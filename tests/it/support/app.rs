@@ -119,13 +119,10 @@ impl TestApp {
 
     /// POSTs a callback to `/webhook/{profile}/{kind}`.
     pub async fn post(&self, profile: &str, kind: &str, req: &Request) -> Answer {
-        let mut r = self
-            .client
-            .post(format!("{}/webhook/{profile}/{kind}", self.base))
-            .body(req.body.clone());
-        for (k, v) in &req.headers {
-            r = r.header(k, v);
-        }
+        let r = req.apply(
+            self.client
+                .post(format!("{}/webhook/{profile}/{kind}", self.base)),
+        );
         answer(r.send().await.expect("request sent")).await
     }
 

@@ -50,12 +50,8 @@ impl Crashable {
 
     /// Posts a signed callback to `/webhook/planner/event`; returns the HTTP status.
     pub async fn event(&self, req: &super::Request) -> u16 {
-        let mut r = reqwest::Client::new()
-            .post(format!("{}/webhook/planner/event", self.base))
-            .body(req.body.clone());
-        for (k, v) in &req.headers {
-            r = r.header(k, v);
-        }
+        let r =
+            req.apply(reqwest::Client::new().post(format!("{}/webhook/planner/event", self.base)));
         r.send().await.expect("request sent").status().as_u16()
     }
 

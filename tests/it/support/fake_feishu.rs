@@ -101,6 +101,16 @@ pub struct FakeFeishu {
 }
 
 impl FakeFeishu {
+    /// The fake for the default test profile (app secret `s`, the planner bot).
+    pub async fn planner() -> Self {
+        Self::start("s", super::feishu::BOT_OPEN_ID).await
+    }
+
+    /// The profile keys that point the default test profile at this fake.
+    pub fn profile_keys(&self) -> String {
+        format!("api_base = \"{}\"\napp_secret = \"s\"\n", self.base)
+    }
+
     /// Starts the fake.
     pub async fn start(app_secret: &str, bot_open_id: &str) -> Self {
         let state = Arc::new(FakeState {

@@ -117,6 +117,13 @@ impl Signer {
 }
 
 impl Request {
+    /// `rb` with this request's body and headers.
+    pub fn apply(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        self.headers
+            .iter()
+            .fold(rb.body(self.body.clone()), |rb, (k, v)| rb.header(k, v))
+    }
+
     fn signed(body: String, ts: &str, nonce: &str, sig: &str) -> Self {
         Self {
             body,
