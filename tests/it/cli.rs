@@ -6,25 +6,11 @@ use std::{
     process::{Child, Command, Stdio},
 };
 
-use crate::support::{Signer, TestApp, TestDb, config, config_toml, feishu};
-
-const BIN: &str = env!("CARGO_BIN_EXE_feishu-bridge");
-
-fn bridge(args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    c.args(args)
-        .env_remove("DATABASE_URL")
-        .env_remove("FEISHU_BRIDGE_CONFIG")
-        .env_remove("FEISHU_BRIDGE_ADMIN_TOKEN")
-        .env_remove("RUST_LOG");
-    c
-}
-
-fn write_config(dir: &tempfile::TempDir, text: &str) -> String {
-    let path = dir.path().join("feishu-bridge.toml");
-    std::fs::write(&path, text).expect("write config");
-    path.display().to_string()
-}
+use crate::support::{
+    Signer, TestApp, TestDb,
+    cli::{bridge, write_config},
+    config, config_toml, feishu,
+};
 
 #[test]
 fn check_config_names_the_bad_key_and_exits_2() {

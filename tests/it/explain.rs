@@ -1,6 +1,11 @@
 //! `GET /explain/{root_msg_id}` and the `explain` CLI.
 
-use crate::support::{ADMIN, TestApp, TestDb, config, config_toml, feishu::Msg};
+use crate::support::{
+    ADMIN, TestApp, TestDb,
+    cli::{bridge, write_config},
+    config, config_toml,
+    feishu::Msg,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explain_over_rest_and_from_the_cli_with_the_server_down() {
@@ -96,20 +101,18 @@ async fn explain_over_rest_and_from_the_cli_with_the_server_down() {
 
     // The CLI reads the database directly: the server is down now.
     let dir = tempfile::tempdir().expect("dir");
-    let path = dir.path().join("c.toml");
-    std::fs::write(&path, &text).expect("write");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_feishu-bridge"))
-        .args([
-            "--config",
-            &path.display().to_string(),
-            "explain",
-            "om_root",
-            "--profile",
-            "planner",
-            "--verbose",
-        ])
-        .output()
-        .expect("runs");
+    let path = write_config(&dir, &text);
+    let out = bridge(&[
+        "--config",
+        &path,
+        "explain",
+        "om_root",
+        "--profile",
+        "planner",
+        "--verbose",
+    ])
+    .output()
+    .expect("runs");
     assert!(
         out.status.success(),
         "{}",
@@ -120,27 +123,20 @@ async fn explain_over_rest_and_from_the_cli_with_the_server_down() {
         report,
         "the CLI prints the same report"
     );
-    let json = std::process::Command::new(env!("CARGO_BIN_EXE_feishu-bridge"))
-        .args([
-            "--config",
-            &path.display().to_string(),
-            "explain",
-            "om_root",
-            "--message-id",
-            "om_q1",
-            "--json",
-        ])
-        .output()
-        .expect("runs");
+    let json = bridge(&[
+        "--config",
+        &path,
+        "explain",
+        "om_root",
+        "--message-id",
+        "om_q1",
+        "--json",
+    ])
+    .output()
+    .expect("runs");
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
     assert_eq!(v["message_id"], "om_q1");
-    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_feishu-bridge"))
-        .args([
-            "--config",
-            &path.display().to_string(),
-            "explain",
-            "om_nothing",
-        ])
+    let missing = bridge(&["--config", &path, "explain", "om_nothing"])
         .output()
         .expect("runs");
     assert!(!missing.status.success());
@@ -159,21 +155,19 @@ async fn simulate_runs_the_example_scenario_against_a_running_bridge() {
     );
     let app = TestApp::spawn(config(&text)).await;
     let dir = tempfile::tempdir().expect("dir");
-    let path = dir.path().join("c.toml");
-    std::fs::write(&path, &text).expect("write");
+    let path = write_config(&dir, &text);
     let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/scenario.toml");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_feishu-bridge"))
-        .args([
-            "--config",
-            &path.display().to_string(),
-            "simulate",
-            "--url",
-            &app.base,
-            "--scenario",
-            scenario,
-        ])
-        .output()
-        .expect("runs");
+    let out = bridge(&[
+        "--config",
+        &path,
+        "simulate",
+        "--url",
+        &app.base,
+        "--scenario",
+        scenario,
+    ])
+    .output()
+    .expect("runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -189,24 +183,23 @@ async fn simulate_runs_the_example_scenario_against_a_running_bridge() {
     );
 
     // One message from flags, to one profile.
-    let one = std::process::Command::new(env!("CARGO_BIN_EXE_feishu-bridge"))
-        .args([
-            "--config",
-            &path.display().to_string(),
-            "simulate",
-            "--url",
-            &app.base,
-            "--profile",
-            "planner",
-            "--chat",
-            "oc_demo",
-            "--root",
-            "om_demo_root",
-            "--text",
-            "@planner what next?",
-        ])
-        .output()
-        .expect("runs");
+    let one = bridge(&[
+        "--config",
+        &path,
+        "simulate",
+        "--url",
+        &app.base,
+        "--profile",
+        "planner",
+        "--chat",
+        "oc_demo",
+        "--root",
+        "om_demo_root",
+        "--text",
+        "@planner what next?",
+    ])
+    .output()
+    .expect("runs");
     let stdout = String::from_utf8_lossy(&one.stdout);
     assert!(
         stdout.contains("planner → invoked (mention)")
