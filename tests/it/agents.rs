@@ -15,7 +15,7 @@ use crate::{
     support::{TestApp, TestDb, config, config_toml, feishu::Msg},
 };
 
-const SECRET: &str = "whsec_dGVzdC1hZ2VudC1zZWNyZXQ=";
+const SECRET: &str = crate::support::gated_agent::AGENT_SECRET;
 
 /// What the fake agent shares with its handler: where turns go, and its answer.
 type AgentState = Arc<(
@@ -63,9 +63,7 @@ fn sign(id: &str, ts: &str, body: &str) -> String {
 fn agent_config(db: &TestDb, url: &str, timeout: u64) -> String {
     config_toml(
         db,
-        &format!(
-            "[profiles.agent]\nkind = \"webhook\"\nurl = \"{url}\"\nsecret = \"{SECRET}\"\ntimeout_secs = {timeout}\n"
-        ),
+        &crate::support::gated_agent::webhook_agent_toml(url, timeout),
     )
 }
 
@@ -120,16 +118,11 @@ async fn sync_answers(db: TestDb) {
         app.last_reply("planner").await,
         "Plan: 1. canvas 2. touch controls"
     );
-    let rows = app
-        .state
-        .store
-        .thread_events("planner", "oc_group", "om_root")
-        .await
-        .expect("events");
     assert!(
-        rows.iter().any(
-            |r| r.event_type == "agent_output" && r.text == "Plan: 1. canvas 2. touch controls"
-        )
+        app.planner_outputs()
+            .await
+            .iter()
+            .any(|r| r.text == "Plan: 1. canvas 2. touch controls")
     );
     app.stop().await.expect("clean stop");
 }

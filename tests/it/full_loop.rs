@@ -118,15 +118,7 @@ async fn full_loop(db: TestDb, mut backend: Backend, answer: &str) {
     assert_eq!(explained.json["turn"]["state"], "succeeded");
     assert_eq!(explained.json["turn"]["reply_message_id"], "om_bot_reply_1");
 
-    let outputs: Vec<_> = app
-        .state
-        .store
-        .thread_events("planner", "oc_group", "om_root")
-        .await
-        .expect("events")
-        .into_iter()
-        .filter(|e| e.event_type == "agent_output")
-        .collect();
+    let outputs = app.planner_outputs().await;
     assert_eq!(outputs.len(), 1);
     assert_eq!(outputs[0].message_id, "om_bot_reply_1");
 

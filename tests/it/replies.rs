@@ -28,15 +28,11 @@ async fn replies_in_thread(db: TestDb) {
         );
     }
     // The answer is recorded as agent_output under the id Feishu gave the reply.
-    let rows = app
-        .state
-        .store
-        .thread_events("planner", "oc_group", "om_root")
-        .await
-        .expect("events");
     assert!(
-        rows.iter()
-            .any(|r| r.event_type == "agent_output" && r.message_id == "om_bot_reply_1")
+        app.planner_outputs()
+            .await
+            .iter()
+            .any(|r| r.message_id == "om_bot_reply_1")
     );
 
     // Rate limits are retried (HTTP 429, and 230020 in the body); the token is cached.

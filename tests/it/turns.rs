@@ -78,16 +78,7 @@ async fn crash_before_reply(db: TestDb) {
         agent.turns.try_recv().is_err(),
         "the agent was not asked again"
     );
-    let outputs = app
-        .state
-        .store
-        .thread_events("planner", "oc_group", "om_root")
-        .await
-        .expect("events")
-        .into_iter()
-        .filter(|e| e.event_type == "agent_output")
-        .count();
-    assert_eq!(outputs, 1);
+    assert_eq!(app.planner_outputs().await.len(), 1);
     app.stop().await.expect("clean stop");
 }
 both_backends!(

@@ -279,6 +279,18 @@ impl TestApp {
         rows.last().map(|r| r.text.clone()).unwrap_or_default()
     }
 
+    /// The planner's `agent_output` records in the test group's `om_root` thread.
+    pub async fn planner_outputs(&self) -> Vec<feishu_bridge::store::ContextEventRow> {
+        self.state
+            .store
+            .thread_events("planner", "oc_group", "om_root")
+            .await
+            .expect("store answers")
+            .into_iter()
+            .filter(|e| e.event_type == "agent_output")
+            .collect()
+    }
+
     /// The turn of a request message.
     pub async fn turn_of(&self, message_id: &str) -> feishu_bridge::store::TurnRow {
         turn_of(self.state.store.as_ref(), message_id).await

@@ -70,9 +70,13 @@ impl GatedAgent {
 
     /// `[profiles.agent]` for it.
     pub fn config(&self) -> String {
-        format!(
-            "[profiles.agent]\nkind = \"webhook\"\nurl = \"{}\"\nsecret = \"{AGENT_SECRET}\"\ntimeout_secs = 60\n",
-            self.url
-        )
+        webhook_agent_toml(&self.url, 60)
     }
+}
+
+/// `[profiles.agent]` for a webhook agent at `url` signing with [`AGENT_SECRET`].
+pub fn webhook_agent_toml(url: &str, timeout_secs: u64) -> String {
+    format!(
+        "[profiles.agent]\nkind = \"webhook\"\nurl = \"{url}\"\nsecret = \"{AGENT_SECRET}\"\ntimeout_secs = {timeout_secs}\n"
+    )
 }
