@@ -322,6 +322,7 @@ async fn discussion_only_recorded(db: TestDb) {
         .thread_events("planner", "oc_group", "om_root")
         .await
         .expect("events");
+    assert!(!events.is_empty());
     assert!(events.iter().all(|e| {
         [
             "topic_root",

@@ -577,7 +577,7 @@ async fn recall_removes_text(db: TestDb) {
         .await
         .expect("rows");
     assert!(
-        rows.iter().all(|r| r.recalled && r.text.is_empty()),
+        !rows.is_empty() && rows.iter().all(|r| r.recalled && r.text.is_empty()),
         "ids and the fact of the recall stay"
     );
     app.route(&Msg::group("om_s2", "/status").at_bot()).await;
