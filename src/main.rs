@@ -81,14 +81,11 @@ async fn main() -> ExitCode {
             dm,
             verbose,
         } => {
-            let target = simulate::Target {
-                url: url.unwrap_or_else(|| simulate::default_url(&config)),
-                config: &config,
-                verbose,
-            };
-            let result = match (scenario, text) {
-                (Some(path), _) => simulate::run_scenario(&target, &path).await,
-                (None, Some(text)) => {
+            let url = url.unwrap_or_else(|| simulate::default_url(&config));
+            let result = match (simulate::Target::new(url, &config, verbose), scenario, text) {
+                (Err(e), _, _) => Err(e),
+                (Ok(target), Some(path), _) => simulate::run_scenario(&target, &path).await,
+                (Ok(target), None, Some(text)) => {
                     let step = simulate::Step {
                         id: message_id,
                         chat,
@@ -101,7 +98,7 @@ async fn main() -> ExitCode {
                     };
                     simulate::deliver(&target, &step).await
                 }
-                (None, None) => Err(anyhow::anyhow!("give --text or --scenario")),
+                (Ok(_), None, None) => Err(anyhow::anyhow!("give --text or --scenario")),
             };
             result.map(|out| print!("{out}"))
         }

@@ -52,6 +52,22 @@ pub struct CardReply {
     pub text: String,
 }
 
+impl CardReply {
+    /// The card as a reply of kind `card` with its text: what is recorded, and what its
+    /// uuid derives from.
+    fn as_reply(&self) -> Reply {
+        Reply {
+            profile: self.profile.clone(),
+            chat_id: self.chat_id.clone(),
+            reply_to: self.reply_to.clone(),
+            in_thread: self.in_thread,
+            kind: "card",
+            text: self.text.clone(),
+            turn_id: Some(self.turn_id.clone()),
+        }
+    }
+}
+
 /// Why a reply did not go out.
 #[derive(Debug, thiserror::Error)]
 pub enum OutboundError {
@@ -113,16 +129,7 @@ impl Outbound for RecordingOutbound {
     }
 
     async fn send_card(&self, card: CardReply) -> Result<String, OutboundError> {
-        self.send(Reply {
-            profile: card.profile,
-            chat_id: card.chat_id,
-            reply_to: card.reply_to,
-            in_thread: card.in_thread,
-            kind: "card",
-            text: card.text,
-            turn_id: Some(card.turn_id),
-        })
-        .await
+        self.send(card.as_reply()).await
     }
 
     async fn update_card(
@@ -267,18 +274,7 @@ impl Outbound for FeishuOutbound {
             return self.recording.send_card(card).await;
         };
         self.pacer.wait(&card.chat_id).await;
-        let uuid = part_uuid(
-            &Reply {
-                profile: card.profile.clone(),
-                chat_id: card.chat_id.clone(),
-                reply_to: card.reply_to.clone(),
-                in_thread: card.in_thread,
-                kind: "card",
-                text: String::new(),
-                turn_id: Some(card.turn_id.clone()),
-            },
-            0,
-        );
+        let uuid = part_uuid(&card.as_reply(), 0);
         let sent = match &card.reply_to {
             Some(m) => {
                 client

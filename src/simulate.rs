@@ -54,6 +54,23 @@ pub struct Target<'a> {
     pub config: &'a Config,
     /// Print the verbose report.
     pub verbose: bool,
+    /// The HTTP client for every step.
+    pub http: reqwest::Client,
+}
+
+impl<'a> Target<'a> {
+    /// A target at `url`, signing with `config`'s profiles.
+    pub fn new(url: String, config: &'a Config, verbose: bool) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(15))
+            .build()?;
+        Ok(Self {
+            url,
+            config,
+            verbose,
+            http,
+        })
+    }
 }
 
 fn bot_id(p: &Profile) -> String {
@@ -136,9 +153,7 @@ fn signed(profile: &Profile, plaintext: &str) -> (String, [(String, String); 3])
 /// Delivers one step and returns the explain report (or the verdicts when no bot was
 /// invoked).
 pub async fn deliver(t: &Target<'_>, step: &Step) -> anyhow::Result<String> {
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(15))
-        .build()?;
+    let http = &t.http;
     let message_id = step
         .id
         .clone()

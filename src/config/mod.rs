@@ -428,6 +428,16 @@ pub enum WorkspaceMode {
     OwnerOnly,
 }
 
+impl WorkspaceMode {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Shared => "shared",
+            Self::OwnerOnly => "owner_only",
+        }
+    }
+}
+
 /// `[[workspaces]]`: a group chat configured for the hub.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -322,11 +322,10 @@ impl TurnRunner {
             bridge_id: job.app_id.clone(),
             bot_profile: job.profile.clone(),
             target_id: self.identities.get(&job.profile),
-            workspace_mode: match job.workspace_mode {
-                None => "dm".into(),
-                Some(WorkspaceMode::Shared) => "shared".into(),
-                Some(WorkspaceMode::OwnerOnly) => "owner_only".into(),
-            },
+            workspace_mode: job
+                .workspace_mode
+                .map_or("dm", WorkspaceMode::as_str)
+                .into(),
             mode: g.mode(thread_on, history_on),
             session_key: session.session_key.clone(),
             session_id: session.session_id.clone(),
