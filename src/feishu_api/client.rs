@@ -30,6 +30,19 @@ pub enum ApiError {
     NoSecret,
 }
 
+impl ApiError {
+    /// `Err` for a non-zero `code` of an Open API answer.
+    pub(super) fn check(code: i64, msg: &str) -> Result<(), Self> {
+        if code == 0 {
+            return Ok(());
+        }
+        Err(Self::Api {
+            code,
+            msg: msg.to_string(),
+        })
+    }
+}
+
 struct CachedToken {
     value: SecretString,
     refresh_at: Instant,
@@ -109,12 +122,7 @@ impl FeishuClient {
             .json(&body)
             .send_json()
             .await?;
-        if answer.code != 0 {
-            return Err(ApiError::Api {
-                code: answer.code,
-                msg: answer.msg,
-            });
-        }
+        ApiError::check(answer.code, &answer.msg)?;
         let value = answer
             .tenant_access_token
             .ok_or_else(|| ApiError::Shape("no tenant_access_token".into()))?;
@@ -147,12 +155,7 @@ impl FeishuClient {
             .bearer_auth(token.expose_secret())
             .send_json()
             .await?;
-        if answer.code != 0 {
-            return Err(ApiError::Api {
-                code: answer.code,
-                msg: answer.msg,
-            });
-        }
+        ApiError::check(answer.code, &answer.msg)?;
         answer
             .bot
             .and_then(|b| b.open_id)
@@ -239,12 +242,7 @@ impl FeishuClient {
         if GONE.contains(&answer.code) {
             return Ok(None);
         }
-        if answer.code != 0 {
-            return Err(ApiError::Api {
-                code: answer.code,
-                msg: answer.msg,
-            });
-        }
+        ApiError::check(answer.code, &answer.msg)?;
         let Some(item) = answer.data.and_then(|d| d.items.into_iter().next()) else {
             return Ok(None);
         };

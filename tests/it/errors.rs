@@ -5,16 +5,16 @@ use crate::{
     support::{Signer, TestApp, TestDb, config, config_toml, feishu},
 };
 
-async fn rejections_store_nothing(db: TestDb) {
-    let mut cfg = config(&config_toml(
-        &db,
-        r#"
+/// A second profile without an encrypt key.
+const PLAIN_PROFILE: &str = r#"
 [[profiles]]
 name = "plain"
 app_id = "cli_plain"
 verification_token = "plain-token"
-"#,
-    ));
+"#;
+
+async fn rejections_store_nothing(db: TestDb) {
+    let mut cfg = config(&config_toml(&db, PLAIN_PROFILE));
     cfg.server.timestamp_tolerance_secs = 300;
     cfg.server.max_body_bytes = 4096;
     cfg.worker.enabled = false;
@@ -128,15 +128,7 @@ both_backends!(
 );
 
 async fn plaintext_profiles_and_challenges(db: TestDb) {
-    let mut cfg = config(&config_toml(
-        &db,
-        r#"
-[[profiles]]
-name = "plain"
-app_id = "cli_plain"
-verification_token = "plain-token"
-"#,
-    ));
+    let mut cfg = config(&config_toml(&db, PLAIN_PROFILE));
     cfg.worker.enabled = false;
     let app = TestApp::spawn(cfg).await;
 

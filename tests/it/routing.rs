@@ -344,8 +344,7 @@ async fn dms_stay_private(db: TestDb) {
         "a DM never becomes a context item"
     );
 
-    let mut off = config(&config_toml(&db, "dm_enabled = false"));
-    off.worker.enabled = true;
+    let off = config(&config_toml(&db, "dm_enabled = false"));
     app.stop().await.expect("clean stop");
     let mut app = TestApp::spawn(off).await;
     app.route(&Msg::dm("om_dm2", "hello?")).await;
