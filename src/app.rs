@@ -113,6 +113,12 @@ impl Bridge {
         let store = store::open(&config.database)
             .await
             .with_context(|| format!("cannot open database {}", config.database.redacted_url()))?;
+        Self::start_on(config, store).await
+    }
+
+    /// Migrates an opened store, starts the background tasks and learns each profile's
+    /// bot identity (tests open stores with options of their own).
+    pub async fn start_on(config: Config, store: Arc<dyn Store>) -> anyhow::Result<Self> {
         store.migrate().await.context("database migration failed")?;
         let bridge = Self::with_store(config, store);
         bridge
@@ -195,6 +201,7 @@ impl Bridge {
                 wake,
                 processed: processed.clone(),
                 stop: worker_stop.clone(),
+                owner: config.replica_id(),
             };
             // Unfinished turns of an earlier run are queued before any new event is
             // processed, so each session keeps its order.

@@ -79,6 +79,14 @@ pub enum OutboundError {
     Api(crate::feishu_api::ApiError),
 }
 
+impl OutboundError {
+    /// Whether only the database failed (the reply was not recorded; nothing was refused
+    /// by Feishu), so sending it again once the database is back can succeed.
+    pub fn database_failed(&self) -> bool {
+        matches!(self, Self::Store(e) if e.database_failed())
+    }
+}
+
 /// Where replies go.
 #[async_trait]
 pub trait Outbound: Send + Sync {
@@ -258,12 +266,14 @@ impl Outbound for FeishuOutbound {
                 None => client.send_text(&reply.chat_id, &part, &uuid).await,
             };
             let id = sent.map_err(OutboundError::Api)?;
-            self.recording
-                .send(Reply {
-                    text: part,
-                    ..reply.clone()
-                })
-                .await?;
+            self.recorded(
+                self.recording
+                    .send(Reply {
+                        text: part,
+                        ..reply.clone()
+                    })
+                    .await,
+            );
             first.get_or_insert(id);
         }
         Ok(first.unwrap_or_default())
@@ -284,7 +294,7 @@ impl Outbound for FeishuOutbound {
             None => client.send_card(&card.chat_id, &card.card, &uuid).await,
         };
         let id = sent.map_err(OutboundError::Api)?;
-        self.recording.send_card(card).await?;
+        self.recorded(self.recording.send_card(card).await);
         Ok(id)
     }
 
@@ -310,6 +320,14 @@ impl Outbound for FeishuOutbound {
 }
 
 impl FeishuOutbound {
+    /// The record of a posted message is for operators: failing to write it (a full
+    /// disk) must not make a reply that Feishu posted look unsent, and be sent again.
+    fn recorded(&self, record: Result<String, OutboundError>) {
+        if let Err(e) = record {
+            tracing::warn!(error = %e, "a posted reply was not recorded");
+        }
+    }
+
     /// The client to send with, unless the profile records instead (dry run, or no app
     /// secret to send with).
     fn sender(&self, profile: &str) -> Option<&crate::feishu_api::FeishuClient> {

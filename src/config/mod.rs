@@ -65,6 +65,9 @@ pub struct ServerConfig {
     pub log_format: LogFormat,
     /// Whole-request timeout for every route.
     pub request_timeout_secs: u64,
+    /// Bound on answering a Feishu callback, queueing for the committer included: an
+    /// event not durably stored by then is answered 503 (Feishu waits 3 s, then retries).
+    pub ack_deadline_ms: u64,
     /// How long a graceful shutdown may take before in-flight work is abandoned.
     pub shutdown_grace_secs: u64,
 }
@@ -80,6 +83,7 @@ impl Default for ServerConfig {
             protect_metrics: false,
             log_format: LogFormat::Text,
             request_timeout_secs: 30,
+            ack_deadline_ms: 2500,
             shutdown_grace_secs: 20,
         }
     }
@@ -207,8 +211,13 @@ pub struct WorkerConfig {
     pub retry_max_ms: u64,
     /// How often an idle worker looks for due retries and other replicas' work.
     pub poll_interval_ms: u64,
-    /// How long a claimed event stays reserved for one worker.
+    /// How long a claimed event stays reserved for one worker; a heartbeat renews the
+    /// leases of events still in hand every third of it.
     pub lease_ms: u64,
+    /// This process's name on its inbox claims (default `<hostname>:<listen port>`): a
+    /// restart under the same name takes its earlier claims back at once (Postgres;
+    /// on SQLite every claim is the one process's).
+    pub replica_id: Option<String>,
 }
 
 impl Default for WorkerConfig {
@@ -219,7 +228,8 @@ impl Default for WorkerConfig {
             retry_base_ms: 1000,
             retry_max_ms: 5 * 60 * 1000,
             poll_interval_ms: 1000,
-            lease_ms: 5 * 60 * 1000,
+            lease_ms: 30 * 1000,
+            replica_id: None,
         }
     }
 }
@@ -482,6 +492,22 @@ impl Config {
     pub fn group_chat_history_share(&self, p: &Profile) -> bool {
         p.group_chat_history_share
             .unwrap_or(self.context.group_chat_history_share)
+    }
+
+    /// The name this process puts on its inbox claims: `worker.replica_id`, else
+    /// `<hostname>:<listen port>` (stable across restarts of one deployment, distinct
+    /// between replicas that share a host).
+    pub fn replica_id(&self) -> String {
+        if let Some(id) = self.worker.replica_id.as_deref().filter(|s| !s.is_empty()) {
+            return id.to_string();
+        }
+        let host = std::env::var("HOSTNAME")
+            .ok()
+            .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".into());
+        format!("{host}:{}", self.server.listen_addr().port())
     }
 
     /// Path the configuration was read from, if any.

@@ -23,6 +23,12 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
             "must be positive",
         ));
     }
+    if !(1..3000).contains(&server.ack_deadline_ms) {
+        return Err(ConfigError::new(
+            "server.ack_deadline_ms",
+            "must be between 1 and 2999: Feishu stops waiting after 3 s and sends the event again",
+        ));
+    }
     if server.admin_token().is_none() && !addr.ip().is_loopback() && !server.allow_unauthenticated {
         return Err(ConfigError::new(
             "server.admin_token",
@@ -48,6 +54,12 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
         return Err(ConfigError::new(
             "database.committers",
             "must be at least 1",
+        ));
+    }
+    if config.worker.lease_ms < 300 {
+        return Err(ConfigError::new(
+            "worker.lease_ms",
+            "must be at least 300 (a heartbeat renews it every third)",
         ));
     }
     if config.worker.max_attempts == 0 {
@@ -260,5 +272,35 @@ kind = "openai"
         assert!(!format!("{config:?}").contains("sk-env"));
         let off = load_from_str(&format!("{text}stream = false\n"), &|_| None).expect("valid");
         assert!(!off.profiles[0].agent.stream);
+    }
+
+    #[test]
+    fn the_ack_deadline_stays_under_feishus_and_the_lease_has_room_for_a_heartbeat() {
+        let defaults = load_from_str("", &|_| None).expect("defaults are valid");
+        assert!(defaults.server.ack_deadline_ms < 3000);
+        for (text, key) in [
+            (
+                "[server]\nack_deadline_ms = 3000\n",
+                "server.ack_deadline_ms",
+            ),
+            ("[server]\nack_deadline_ms = 0\n", "server.ack_deadline_ms"),
+            ("[worker]\nlease_ms = 10\n", "worker.lease_ms"),
+        ] {
+            let err = load_from_str(text, &|_| None).expect_err(text);
+            assert_eq!(err.key, key, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_replica_id_is_configured_or_names_the_host_and_port() {
+        let set = load_from_str("[worker]\nreplica_id = \"a-1\"\n", &|_| None).expect("valid");
+        assert_eq!(set.replica_id(), "a-1");
+        let default =
+            load_from_str("[server]\nlisten = \"127.0.0.1:8099\"\n", &|_| None).expect("valid");
+        assert!(
+            default.replica_id().ends_with(":8099"),
+            "{}",
+            default.replica_id()
+        );
     }
 }

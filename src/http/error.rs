@@ -31,6 +31,9 @@ pub enum ApiError {
     /// 400: body is not a readable callback.
     #[error("{0}")]
     MalformedJson(String),
+    /// 400: an authentic event the database cannot store (say, U+0000 in an id).
+    #[error("{0}")]
+    InvalidEvent(String),
     /// 404: no profile with this name.
     #[error("no profile named {0:?}")]
     UnknownProfile(String),
@@ -85,6 +88,7 @@ impl ApiError {
             Self::StaleTimestamp(_) => "stale_timestamp",
             Self::Undecryptable(_) => "undecryptable",
             Self::MalformedJson(_) => "malformed_json",
+            Self::InvalidEvent(_) => "invalid_event",
             Self::UnknownProfile(_) => "unknown_profile",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::StoreUnavailable(_) => "store_unavailable",
@@ -103,9 +107,10 @@ impl ApiError {
             | Self::BadToken
             | Self::StaleTimestamp(_)
             | Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Undecryptable(_) | Self::MalformedJson(_) | Self::BadRequest(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            Self::Undecryptable(_)
+            | Self::MalformedJson(_)
+            | Self::InvalidEvent(_)
+            | Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::UnknownProfile(_)
             | Self::RouteNotFound
             | Self::NotFound(_)

@@ -15,6 +15,7 @@ use axum::{
 };
 use serde::Serialize;
 use serde_json::json;
+use tokio::time::Instant;
 use utoipa::ToSchema;
 
 use super::{ApiError, AppState, ErrorBody};
@@ -24,6 +25,11 @@ use crate::{
     store::{InboxStatus, InsertOutcome, NewInboxEvent},
     util::{now_ms, now_secs},
 };
+
+/// A store failure that travels shared between the waiters of one batch.
+fn shared(e: std::sync::Arc<crate::store::StoreError>) -> ApiError {
+    ApiError::store(ArcError(e))
+}
 
 /// Which endpoint a request came in on (a metrics label).
 #[derive(Debug, Clone, Copy)]
@@ -91,7 +97,7 @@ pub struct CallbackAck {
     request_body(content = CallbackBody, content_type = "application/json"),
     responses(
         (status = 200, description = "Challenge answered, or event durably stored (or a duplicate)", body = CallbackAck),
-        (status = 400, description = "`undecryptable` or `malformed_json`", body = ErrorBody),
+        (status = 400, description = "`undecryptable`, `malformed_json`, or `invalid_event` (an id or text holding U+0000, an id over 512 bytes)", body = ErrorBody),
         (status = 401, description = "`bad_signature`, `bad_token` or `stale_timestamp`", body = ErrorBody),
         (status = 404, description = "`unknown_profile`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
@@ -121,7 +127,7 @@ pub async fn event(
     request_body(content = Object, content_type = "application/json", description = "Legacy card action (`open_id`, `open_message_id`, `action`, …) or `url_verification`"),
     responses(
         (status = 200, description = "Challenge answered, or `{}` once the action is stored", body = CallbackAck),
-        (status = 400, description = "`malformed_json`", body = ErrorBody),
+        (status = 400, description = "`malformed_json` or `invalid_event`", body = ErrorBody),
         (status = 401, description = "`bad_signature`, `bad_token` or `stale_timestamp`", body = ErrorBody),
         (status = 404, description = "`unknown_profile`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
@@ -144,7 +150,9 @@ async fn receive(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let (label, outcome, response) = match handle(&app, kind, &profile, &headers, body).await {
+    let deadline = Instant::now() + Duration::from_millis(app.config.server.ack_deadline_ms);
+    let handled = handle(&app, kind, &profile, &headers, body, deadline).await;
+    let (label, outcome, response) = match handled {
         Ok((outcome, resp)) => (profile.as_str(), outcome, resp),
         Err(e) => {
             let label = if matches!(e, ApiError::UnknownProfile(_)) {
@@ -176,6 +184,7 @@ async fn handle(
     profile: &str,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
+    deadline: Instant,
 ) -> Result<(&'static str, Response), ApiError> {
     let creds = app
         .profiles
@@ -210,7 +219,7 @@ async fn handle(
             "challenge",
             Json(json!({ "challenge": challenge })).into_response(),
         )),
-        Verified::Event(event) => store(app, kind, profile, event).await,
+        Verified::Event(event) => store(app, kind, profile, event, deadline).await,
     }
 }
 
@@ -219,6 +228,7 @@ async fn store(
     kind: Kind,
     profile: &str,
     event: VerifiedEvent,
+    deadline: Instant,
 ) -> Result<(&'static str, Response), ApiError> {
     let handled = events::is_handled(&event.event_type);
     let status = if handled {
@@ -238,14 +248,25 @@ async fn store(
         received_at: now_ms(),
         status,
     };
-    // The committer bounds each batch by the database timeout; a request queued behind a
-    // stuck batch waits for at most two of them before it is refused.
-    let limit = Duration::from_millis(app.config.database.timeout_ms.saturating_mul(2) + 500);
-    let outcome = match tokio::time::timeout(limit, app.committer.submit(row)).await {
+    // Refused here, before it joins a batch, so it cannot fail its batch-mates.
+    if let Some(why) = row.unstorable() {
+        return Err(ApiError::InvalidEvent(why));
+    }
+    // The whole wait, queueing for the committer included, ends by the deadline: Feishu
+    // gives up after 3 s. A batch that commits after the 503 only makes Feishu's retry a
+    // duplicate; a 200 is never sent for an event that was not committed.
+    let outcome = match tokio::time::timeout_at(deadline, app.committer.submit(row, deadline)).await
+    {
         Ok(Ok(o)) => o,
-        Ok(Err(CommitError::Store(e))) => return Err(ApiError::store(ArcError(e))),
+        Ok(Err(CommitError::Store(e))) => return Err(shared(e)),
+        Ok(Err(CommitError::Refused(e))) => {
+            tracing::warn!(profile, %event_id, error = %ArcError(e), "the database refused an authentic event");
+            return Err(ApiError::InvalidEvent(
+                "the database refused this event".into(),
+            ));
+        }
         Ok(Err(CommitError::Stopped)) => return Err(ApiError::StoreUnavailable(None)),
-        Err(_) => {
+        Ok(Err(CommitError::Late)) | Err(_) => {
             app.metrics.store_error("insert_inbox_timeout");
             return Err(ApiError::StoreUnavailable(None));
         }

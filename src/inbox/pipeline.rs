@@ -257,10 +257,10 @@ impl Pipeline {
                 tracing::warn!(error = %e, "retention purge failed");
             }
         }
-        let session = self.store.apply_route(&write).await?;
-        tracing::info!(profile = profile_name, message_id = %msg.message_id, verdict = route.verdict.as_str(), reason = route.reason, session_key = ?route.session_key, "message routed");
+        let routed = self.store.apply_route(&write).await?;
+        tracing::info!(profile = profile_name, message_id = %msg.message_id, verdict = route.verdict.as_str(), reason = route.reason, session_key = ?route.session_key, fresh = routed.fresh, "message routed");
 
-        let Some(session) = session else {
+        let Some(session) = routed.session else {
             return Ok(());
         };
         match (&route.command, job) {
@@ -273,10 +273,12 @@ impl Pipeline {
                 };
                 commands::execute(&self.store, &self.queues, self.outbound.as_ref(), &call).await
             }
-            (None, Some(job)) => {
+            // Routed before: its turn was queued then (and runs, or is recovered).
+            (None, Some(job)) if routed.fresh => {
                 self.turns.submit(&self.queues, job);
                 Ok(())
             }
+            (None, Some(_)) => Ok(()),
             (None, None) => Ok(()),
         }
     }

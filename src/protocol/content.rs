@@ -64,7 +64,8 @@ pub fn normalize(
             placeholder(other, &value)
         }
     };
-    out.text = tidy(&text);
+    // U+0000 is invisible, and Postgres text cannot hold it: gone on both backends.
+    out.text = tidy(&text.replace('\0', ""));
     out
 }
 

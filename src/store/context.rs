@@ -168,6 +168,15 @@ pub struct RouteWrite {
     pub turn: Option<super::NewTurn>,
 }
 
+/// What [`ContextStore::apply_route`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routed {
+    /// The session mapping, when the write named one.
+    pub session: Option<SessionRow>,
+    /// `false` when the message had been routed before (nothing new was queued).
+    pub fresh: bool,
+}
+
 /// A reply to record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewOutbound {
@@ -249,8 +258,10 @@ pub trait ContextStore: Send + Sync + 'static {
     /// Whether a message was recalled.
     async fn is_recalled(&self, message_id: &str) -> Result<bool, StoreError>;
     /// Writes one routed message's records, verdict and session in one transaction;
-    /// returns the session mapping when one was given.
-    async fn apply_route(&self, write: &RouteWrite) -> Result<Option<SessionRow>, StoreError>;
+    /// returns the session mapping when one was given. A message this profile already
+    /// routed (its verdict stands) queues no second turn: routing is idempotent, so an
+    /// event processed again after an unrecorded outcome changes nothing.
+    async fn apply_route(&self, write: &RouteWrite) -> Result<Routed, StoreError>;
     /// Retention, in its own transaction: deletes events (with their items), finished
     /// inbox rows, verdicts, replies and finished turns older than `cutoff` (Unix ms).
     async fn purge(&self, cutoff: i64) -> Result<(), StoreError>;

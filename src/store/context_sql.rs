@@ -186,10 +186,17 @@ macro_rules! impl_context_store {
             async fn apply_route(
                 &self,
                 w: &$crate::store::RouteWrite,
-            ) -> Result<Option<$crate::store::SessionRow>, $crate::store::StoreError> {
+            ) -> Result<$crate::store::Routed, $crate::store::StoreError> {
                 use $crate::store::context_sql as sql;
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;
+                    // The first verdict of a message stands; finding one means this
+                    // message was routed before.
+                    let fresh = $crate::store::context_sql::insert_verdict(&w.verdict)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected()
+                        == 1;
                     $crate::store::context_sql::insert_events!(&mut *tx, &w.events);
                     for (open_id, name) in &w.names {
                         sqlx::query(sql::UPSERT_NAME)
@@ -200,9 +207,6 @@ macro_rules! impl_context_store {
                             .execute(&mut *tx)
                             .await?;
                     }
-                    $crate::store::context_sql::insert_verdict(&w.verdict)
-                        .execute(&mut *tx)
-                        .await?;
                     let session = match &w.session {
                         Some(s) => Some(
                             sqlx::query_as::<_, $crate::store::SessionRow>(&sql::upsert_session())
@@ -220,11 +224,11 @@ macro_rules! impl_context_store {
                         ),
                         None => None,
                     };
-                    if let Some(t) = &w.turn {
+                    if let Some(t) = w.turn.as_ref().filter(|_| fresh) {
                         $crate::store::turn_sql::insert_turn!(&mut *tx, t);
                     }
                     tx.commit().await?;
-                    Ok(session)
+                    Ok($crate::store::Routed { session, fresh })
                 })
                 .await
             }

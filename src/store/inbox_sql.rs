@@ -62,14 +62,62 @@ pub(crate) const DUE: &str = "(status = 'pending' AND next_attempt_at <= $1) \
      OR (status = 'processing' AND lease_until < $1)";
 
 pub(crate) const FINISH_DONE: &str = "UPDATE inbox_events \
-     SET status = 'done', last_error = $2, processed_at = $3, lease_until = NULL WHERE id = $1";
+     SET status = 'done', last_error = $2, processed_at = $3, lease_until = NULL, lease_owner = NULL \
+     WHERE id = $1";
 pub(crate) const FINISH_RETRY: &str = "UPDATE inbox_events \
-     SET status = 'pending', last_error = $2, next_attempt_at = $3, lease_until = NULL WHERE id = $1";
+     SET status = 'pending', last_error = $2, next_attempt_at = $3, lease_until = NULL, \
+     lease_owner = NULL WHERE id = $1";
+pub(crate) const FINISH_DEFERRED: &str = "UPDATE inbox_events \
+     SET status = 'pending', attempts = attempts - 1, last_error = $2, next_attempt_at = $3, \
+     lease_until = NULL, lease_owner = NULL WHERE id = $1";
 pub(crate) const FINISH_FAILED: &str = "UPDATE inbox_events \
-     SET status = 'failed', last_error = $2, processed_at = $3, lease_until = NULL WHERE id = $1";
+     SET status = 'failed', last_error = $2, processed_at = $3, lease_until = NULL, \
+     lease_owner = NULL WHERE id = $1";
 pub(crate) const RELEASE: &str = "UPDATE inbox_events \
-     SET status = 'pending', attempts = attempts - 1, lease_until = NULL \
+     SET status = 'pending', attempts = attempts - 1, lease_until = NULL, lease_owner = NULL \
      WHERE id = $1 AND status = 'processing'";
+
+/// An earlier run's claims become due at once: `$2` names the owner, `$3` takes every
+/// claim whatever its owner (SQLite, where one process owns the file).
+pub(crate) const RECLAIM: &str = "UPDATE inbox_events \
+     SET status = 'pending', lease_until = NULL, lease_owner = NULL, next_attempt_at = $1 \
+     WHERE status = 'processing' AND (lease_owner = $2 OR $3)";
+
+/// The heartbeat: `$1` the new lease end, `$2` the owner, then one placeholder per id.
+pub(crate) fn renew(ids: usize) -> String {
+    let list = (0..ids)
+        .map(|i| format!("${}", i + 3))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "UPDATE inbox_events SET lease_until = $1 \
+         WHERE status = 'processing' AND lease_owner = $2 AND id IN ({list})"
+    )
+}
+
+/// The write probe's committed row.
+pub(crate) const PROBE_MARK: &str = "INSERT INTO write_probe (id, probed_at, pad) \
+     VALUES (1, $1, '') ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at";
+/// The write probe's room check, always rolled back.
+pub(crate) const PROBE_ROOM: &str =
+    "INSERT INTO write_probe (id, probed_at, pad) VALUES (2, $1, $2)";
+
+/// What the room check writes: 64 KiB that no page compression shrinks, so the database
+/// must find fresh pages for it.
+pub(crate) fn probe_pad() -> &'static str {
+    static PAD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PAD.get_or_init(|| {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        (0..64 * 1024)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                char::from(b"0123456789abcdef"[(x & 15) as usize])
+            })
+            .collect()
+    })
+}
 
 /// Each count uses the status index, so the cost follows the size of the small states,
 /// not of the whole history.
@@ -162,6 +210,7 @@ pub(crate) fn finish_statement(finish: &Finish, now: i64) -> (&'static str, Opti
     match finish {
         Finish::Done => (FINISH_DONE, None, now),
         Finish::Retry { error, at } => (FINISH_RETRY, Some(error.as_str()), *at),
+        Finish::Deferred { error, at } => (FINISH_DEFERRED, Some(error.as_str()), *at),
         Finish::Failed { error } => (FINISH_FAILED, Some(error.as_str()), now),
     }
 }
@@ -181,13 +230,32 @@ macro_rules! bind_new_event {
 }
 pub(crate) use bind_new_event;
 
+/// Runs `$body` (an async block taking `&mut` connection) on a connection of its own,
+/// which is closed instead of going back to the pool when the block fails: whatever the
+/// failure left of its transaction is never seen by another caller.
+macro_rules! on_own_connection {
+    ($pool:expr, |$conn:ident| $body:expr) => {{
+        let mut pooled = $pool.acquire().await?;
+        let result = {
+            let $conn = &mut *pooled;
+            $body.await
+        };
+        if result.is_err() {
+            pooled.close_on_drop();
+        }
+        result
+    }};
+}
+pub(crate) use on_own_connection;
+
 /// Implements [`super::InboxStore`] for a backend type with `pool` and `timeout` fields.
 ///
 /// Both backends run the same statements, so the method bodies are written once here and
 /// type-checked against each backend's own pool; what differs is passed in: the backend
-/// tag, its migrator, and the row-locking clause of the claim query.
+/// tag, its migrator, the row-locking clause of the claim query, and the statement that
+/// begins a write transaction.
 macro_rules! impl_inbox_store {
-    ($ty:ty, $backend:expr, $migrator:expr, $claim_lock:expr) => {
+    ($ty:ty, $backend:expr, $migrator:expr, $claim_lock:expr, $begin_write:expr) => {
         #[async_trait::async_trait]
         impl $crate::store::InboxStore for $ty {
             fn backend(&self) -> $crate::store::Backend {
@@ -207,30 +275,61 @@ macro_rules! impl_inbox_store {
                 .await
             }
 
+            async fn probe_write(&self, now: i64) -> Result<(), $crate::store::StoreError> {
+                use sqlx::Connection as _;
+                use $crate::store::inbox_sql as sql;
+                $crate::store::bounded(self.timeout, async {
+                    sql::on_own_connection!(self.pool, |conn| async {
+                        let mut tx = conn.begin_with($begin_write).await?;
+                        // Room for a few fresh pages, given back at once ...
+                        let mut room = sqlx::Connection::begin(&mut *tx).await?;
+                        sqlx::query(sql::PROBE_ROOM)
+                            .bind(now)
+                            .bind(sql::probe_pad())
+                            .execute(&mut *room)
+                            .await?;
+                        room.rollback().await?;
+                        // ... and a small row committed.
+                        sqlx::query(sql::PROBE_MARK).bind(now).execute(&mut *tx).await?;
+                        tx.commit().await?;
+                        Ok::<_, $crate::store::StoreError>(())
+                    })
+                })
+                .await
+            }
+
             async fn insert_inbox_batch(
                 &self,
                 events: &[$crate::store::NewInboxEvent],
             ) -> Result<Vec<$crate::store::InsertOutcome>, $crate::store::StoreError> {
+                use sqlx::Connection as _;
                 use $crate::store::inbox_sql as sql;
                 if events.is_empty() {
                     return Ok(Vec::new());
                 }
                 let q = sql::insert_inbox(events.len());
                 $crate::store::bounded(self.timeout, async {
-                    // Statement text varies with the batch size: not worth caching.
-                    let mut query = sqlx::query_as::<_, (String, String)>(&q).persistent(false);
-                    for e in events {
-                        query = sql::bind_new_event!(query, e);
-                    }
-                    // One statement is its own transaction: all rows commit together.
-                    let inserted = query.fetch_all(&self.pool).await?;
-                    Ok(sql::outcomes(events, inserted))
+                    sql::on_own_connection!(self.pool, |conn| async {
+                        // A transaction of our own, begun outside any other: when its
+                        // commit returns, the rows are durable.
+                        let mut tx = conn.begin_with($begin_write).await?;
+                        // Statement text varies with the batch size: not worth caching.
+                        let mut query =
+                            sqlx::query_as::<_, (String, String)>(&q).persistent(false);
+                        for e in events {
+                            query = sql::bind_new_event!(query, e);
+                        }
+                        let inserted = query.fetch_all(&mut *tx).await?;
+                        tx.commit().await?;
+                        Ok::<_, $crate::store::StoreError>(sql::outcomes(events, inserted))
+                    })
                 })
                 .await
             }
 
             async fn claim_inbox(
                 &self,
+                owner: &str,
                 now: i64,
                 lease_ms: i64,
                 limit: i64,
@@ -238,7 +337,7 @@ macro_rules! impl_inbox_store {
                 use $crate::store::inbox_sql as sql;
                 let q = format!(
                     "UPDATE inbox_events SET status = 'processing', lease_until = $1 + $2, \
-                     attempts = attempts + 1 \
+                     lease_owner = $4, attempts = attempts + 1 \
                      WHERE id IN (SELECT id FROM inbox_events WHERE {} ORDER BY id LIMIT $3 {}) \
                      RETURNING {}",
                     sql::DUE,
@@ -250,9 +349,49 @@ macro_rules! impl_inbox_store {
                         .bind(now)
                         .bind(lease_ms)
                         .bind(limit)
+                        .bind(owner)
                         .fetch_all(&self.pool)
                         .await?;
                     sql::in_arrival_order(rows)
+                })
+                .await
+            }
+
+            async fn renew_leases(
+                &self,
+                owner: &str,
+                ids: &[i64],
+                until: i64,
+            ) -> Result<(), $crate::store::StoreError> {
+                if ids.is_empty() {
+                    return Ok(());
+                }
+                let q = $crate::store::inbox_sql::renew(ids.len());
+                $crate::store::bounded(self.timeout, async {
+                    let mut query = sqlx::query(&q).persistent(false).bind(until).bind(owner);
+                    for id in ids {
+                        query = query.bind(id);
+                    }
+                    query.execute(&self.pool).await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn reclaim_inbox(
+                &self,
+                owner: &str,
+                now: i64,
+            ) -> Result<u64, $crate::store::StoreError> {
+                let every_claim = matches!($backend, $crate::store::Backend::Sqlite);
+                $crate::store::bounded(self.timeout, async {
+                    let r = sqlx::query($crate::store::inbox_sql::RECLAIM)
+                        .bind(now)
+                        .bind(owner)
+                        .bind(every_claim)
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(r.rows_affected())
                 })
                 .await
             }

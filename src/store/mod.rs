@@ -9,6 +9,8 @@
 mod context;
 pub(crate) mod context_sql;
 pub(crate) mod decision_sql;
+mod hygiene;
+mod inbox;
 pub(crate) mod inbox_sql;
 mod postgres;
 mod sqlite;
@@ -17,11 +19,14 @@ mod turns;
 
 use std::{sync::Arc, time::Duration};
 
-use async_trait::async_trait;
 pub use context::{
     CandidateRow, ContextEventRow, ContextStore, DecisionRow, DecisionStore, NewContextEvent,
-    NewDecision, NewItem, NewOutbound, NewSession, NewVerdict, OutboundRow, RouteWrite, SessionRow,
-    VerdictRow,
+    NewDecision, NewItem, NewOutbound, NewSession, NewVerdict, OutboundRow, RouteWrite, Routed,
+    SessionRow, VerdictRow,
+};
+pub use inbox::{
+    Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore, InsertOutcome,
+    MAX_ID_BYTES, NewInboxEvent,
 };
 pub use postgres::PgStore;
 use secrecy::ExposeSecret;
@@ -51,150 +56,6 @@ impl Backend {
     }
 }
 
-/// Inbox row status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InboxStatus {
-    /// Waiting for a worker (possibly until `next_attempt_at`).
-    Pending,
-    /// Claimed by a worker, leased until `lease_until`.
-    Processing,
-    /// Processed.
-    Done,
-    /// A well-formed event of a type the bridge does not handle.
-    Skipped,
-    /// Gave up after `max_attempts`.
-    Failed,
-}
-
-impl InboxStatus {
-    /// Column spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Processing => "processing",
-            Self::Done => "done",
-            Self::Skipped => "skipped",
-            Self::Failed => "failed",
-        }
-    }
-
-    /// Parses the column spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "pending" => Self::Pending,
-            "processing" => Self::Processing,
-            "done" => Self::Done,
-            "skipped" => Self::Skipped,
-            "failed" => Self::Failed,
-            _ => return None,
-        })
-    }
-}
-
-/// A verified event on its way into the inbox.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewInboxEvent {
-    /// Profile name.
-    pub profile: String,
-    /// Unique per profile.
-    pub event_id: String,
-    /// Event type.
-    pub event_type: String,
-    /// For message events: also unique per profile.
-    pub message_id: Option<String>,
-    /// Decrypted JSON text.
-    pub payload: String,
-    /// Unix ms.
-    pub received_at: i64,
-    /// `Pending` or `Skipped`.
-    pub status: InboxStatus,
-}
-
-/// What happened to one event of a batch insert.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InsertOutcome {
-    /// Stored.
-    Inserted,
-    /// Its event id (or message id) was already stored; nothing was created.
-    Duplicate,
-}
-
-/// An inbox row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InboxEvent {
-    /// Row id (arrival order).
-    pub id: i64,
-    /// Profile name.
-    pub profile: String,
-    /// Event id.
-    pub event_id: String,
-    /// Event type.
-    pub event_type: String,
-    /// Message id, for message events.
-    pub message_id: Option<String>,
-    /// Decrypted JSON text.
-    pub payload: String,
-    /// Unix ms.
-    pub received_at: i64,
-    /// Status.
-    pub status: InboxStatus,
-    /// Processing attempts started.
-    pub attempts: i64,
-    /// Last processing error.
-    pub last_error: Option<String>,
-    /// Unix ms before which a retry is not due.
-    pub next_attempt_at: i64,
-}
-
-/// Inbox depth by status.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct InboxCounts {
-    /// Waiting (includes scheduled retries).
-    pub pending: i64,
-    /// Claimed right now.
-    pub processing: i64,
-    /// Given up.
-    pub failed: i64,
-    /// Pending rows that have failed at least once.
-    pub retrying: i64,
-}
-
-/// A failed or retrying event, for `/status`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InboxProblem {
-    /// Profile name.
-    pub profile: String,
-    /// Event id.
-    pub event_id: String,
-    /// Event type.
-    pub event_type: String,
-    /// Status (`pending` = will retry, `failed` = gave up).
-    pub status: InboxStatus,
-    /// Attempts so far.
-    pub attempts: i64,
-    /// Last error.
-    pub last_error: Option<String>,
-}
-
-/// How a processing attempt ended, for [`Store::finish_inbox`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Finish {
-    /// Processed.
-    Done,
-    /// Failed; try again at this Unix ms.
-    Retry {
-        /// Error text (no payload content).
-        error: String,
-        /// Unix ms.
-        at: i64,
-    },
-    /// Failed for good.
-    Failed {
-        /// Error text (no payload content).
-        error: String,
-    },
-}
-
 /// A store failure. Callers map it to `store_unavailable`; the source stays for logs.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -212,50 +73,44 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl StoreError {
+    /// Whether the database itself failed (unreachable, timed out, full, read-only, …)
+    /// rather than refusing what was asked of it: the same write can succeed once it is
+    /// back, so it is worth retrying without limit.
+    pub fn database_failed(&self) -> bool {
+        !self.refuses_row() && !matches!(self, Self::Corrupt(_))
+    }
+
+    /// Whether the database refused a write because of one row's content (a value it
+    /// cannot hold, a constraint, a size limit) rather than being unable to write at all:
+    /// a group commit failing this way is retried row by row, so only the bad row is
+    /// refused.
+    pub fn refuses_row(&self) -> bool {
+        let Self::Database(sqlx::Error::Database(e)) = self else {
+            return false;
+        };
+        if !matches!(e.kind(), sqlx::error::ErrorKind::Other) {
+            return true;
+        }
+        if let Some(pg) = e.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+            // SQLSTATE classes: 22 data exception, 23 integrity constraint violation,
+            // 54 program limit exceeded (say, an index row too large).
+            return matches!(pg.code().get(..2), Some("22" | "23" | "54"));
+        }
+        // SQLite's extended result code; its low byte is the primary code: 18 TOOBIG,
+        // 19 CONSTRAINT, 20 MISMATCH, 25 RANGE.
+        let primary = e
+            .code()
+            .and_then(|c| c.parse::<i32>().ok())
+            .map(|c| c & 0xff);
+        matches!(primary, Some(18 | 19 | 20 | 25))
+    }
+}
+
 /// Everything the service persists: both backends implement each part.
 pub trait Store: InboxStore + ContextStore + DecisionStore + TurnStore {}
 
 impl<T: InboxStore + ContextStore + DecisionStore + TurnStore> Store for T {}
-
-/// The durable inbox, plus connection-level operations.
-#[async_trait]
-pub trait InboxStore: Send + Sync + 'static {
-    /// Which backend this is.
-    fn backend(&self) -> Backend;
-    /// Applies pending migrations.
-    async fn migrate(&self) -> Result<(), StoreError>;
-    /// A cheap round trip, for `/readyz`.
-    async fn ping(&self) -> Result<(), StoreError>;
-    /// Inserts events in one transaction (group commit). Duplicates of an existing
-    /// `(profile, event_id)` or `(profile, message_id)` create nothing.
-    async fn insert_inbox_batch(
-        &self,
-        events: &[NewInboxEvent],
-    ) -> Result<Vec<InsertOutcome>, StoreError>;
-    /// Claims up to `limit` due events (pending and due, or processing with an expired
-    /// lease), in arrival order, leasing them until `now + lease_ms` and counting an
-    /// attempt. On Postgres, concurrent claimers never get the same row.
-    async fn claim_inbox(
-        &self,
-        now: i64,
-        lease_ms: i64,
-        limit: i64,
-    ) -> Result<Vec<InboxEvent>, StoreError>;
-    /// Records how an attempt ended.
-    async fn finish_inbox(&self, id: i64, finish: &Finish, now: i64) -> Result<(), StoreError>;
-    /// Returns claimed events to pending without counting the attempt (shutdown).
-    async fn release_inbox(&self, ids: &[i64]) -> Result<(), StoreError>;
-    /// Inbox depth by status.
-    async fn inbox_counts(&self) -> Result<InboxCounts, StoreError>;
-    /// The most recent failed or retrying events.
-    async fn inbox_problems(&self, limit: i64) -> Result<Vec<InboxProblem>, StoreError>;
-    /// One inbox row by its key.
-    async fn inbox_event(
-        &self,
-        profile: &str,
-        event_id: &str,
-    ) -> Result<Option<InboxEvent>, StoreError>;
-}
 
 /// Opens the store named by the database URL (without migrating).
 pub async fn open(config: &DatabaseConfig) -> Result<Arc<dyn Store>, StoreError> {

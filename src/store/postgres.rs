@@ -3,7 +3,8 @@
 //! A commit returns after the WAL is flushed (with the server's default
 //! `synchronous_commit = on`), so an acknowledged event survives a bridge crash and a
 //! database-server power loss. Workers claim with `FOR UPDATE SKIP LOCKED`, so replicas
-//! never process the same event twice.
+//! never process the same event twice. A connection sqlx still counts inside a
+//! transaction is closed, never reused (see `hygiene`).
 
 use std::{str::FromStr, time::Duration};
 
@@ -41,6 +42,7 @@ impl PgStore {
         let connect = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(timeout)
+            .after_release(super::hygiene::pg_after_release)
             .connect_with(options);
         let pool = tokio::time::timeout(timeout, connect)
             .await
@@ -52,11 +54,15 @@ impl PgStore {
 /// Concurrent claimers (other workers, other replicas) skip each other's rows.
 const CLAIM_LOCK: &str = "FOR UPDATE SKIP LOCKED";
 
+/// A plain `BEGIN`; the commit that follows is what makes a batch durable.
+const BEGIN_WRITE: &str = "BEGIN";
+
 super::inbox_sql::impl_inbox_store!(
     PgStore,
     Backend::Postgres,
     sqlx::migrate!("migrations/postgres"),
-    CLAIM_LOCK
+    CLAIM_LOCK,
+    BEGIN_WRITE
 );
 
 super::context_sql::impl_context_store!(PgStore);

@@ -3,7 +3,8 @@
 //! With WAL and `FULL`, a commit returns only after the WAL is fsynced, so an
 //! acknowledged event survives a process crash and a power loss. Group commit (the inbox
 //! committer batching concurrent requests into one transaction) pays that fsync once per
-//! batch instead of once per event.
+//! batch instead of once per event. A connection left inside a transaction is closed,
+//! never reused (see `hygiene`).
 
 use std::{str::FromStr, time::Duration};
 
@@ -24,17 +25,30 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens (creating if needed) the database file named by a `sqlite://` URL.
     pub async fn open(url: &str, timeout: Duration) -> Result<Self, StoreError> {
-        let options = SqliteConnectOptions::from_str(url)?
+        Self::open_with(Self::options(url)?, timeout).await
+    }
+
+    /// The connection options of [`Self::open`]: WAL, `synchronous = FULL`, foreign
+    /// keys, and a lock wait no longer than the operation bound.
+    pub fn options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
+        Ok(SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(5))
-            .foreign_keys(true);
+            .foreign_keys(true))
+    }
+
+    /// Opens a pool with explicit options (tests add pragmas such as `max_page_count`).
+    pub async fn open_with(
+        options: SqliteConnectOptions,
+        timeout: Duration,
+    ) -> Result<Self, StoreError> {
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .min_connections(1)
             .acquire_timeout(timeout)
-            .connect_with(options)
+            .after_release(super::hygiene::sqlite_after_release)
+            .connect_with(options.busy_timeout(timeout))
             .await?;
         Ok(Self { pool, timeout })
     }
@@ -44,11 +58,16 @@ impl SqliteStore {
 /// `UPDATE … RETURNING` is atomic without row locks.
 const CLAIM_LOCK: &str = "";
 
+/// Takes the write lock at once: a batch never waits to upgrade a read lock, and a
+/// connection already inside a transaction fails here instead of nesting.
+const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
+
 super::inbox_sql::impl_inbox_store!(
     SqliteStore,
     Backend::Sqlite,
     sqlx::migrate!("migrations/sqlite"),
-    CLAIM_LOCK
+    CLAIM_LOCK,
+    BEGIN_WRITE
 );
 
 super::context_sql::impl_context_store!(SqliteStore);

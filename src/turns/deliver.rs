@@ -69,21 +69,28 @@ impl TurnRunner {
             },
             None => self.send_answer(job, answer).await?,
         };
-        self.store
-            .complete_turn(&TurnCompletion {
-                turn_id: job.turn_id.clone(),
-                reply_message_id: reply_id.clone(),
-                output_event: self.output_event(job, &reply_id, answer),
-                topic_root_delivered,
-                now: now_ms(),
-            })
-            .await?;
+        let completion = TurnCompletion {
+            turn_id: job.turn_id.clone(),
+            reply_message_id: reply_id.clone(),
+            output_event: self.output_event(job, &reply_id, answer),
+            topic_root_delivered,
+            now: now_ms(),
+        };
+        self.persist("completion", &job.turn_id, || {
+            self.store.complete_turn(&completion)
+        })
+        .await?;
         Ok(())
     }
 
+    /// Posts (or records) the answer; a reply the database failed to record is sent
+    /// again with the same uuids once it is back, so Feishu posts it once.
     async fn send_answer(&self, job: &TurnJob, answer: &str) -> Result<String, OutboundError> {
-        let reply = ReplyTo::of(job).reply("answer", answer.to_string());
-        self.outbound.send(reply).await
+        self.persist("reply", &job.turn_id, || {
+            let reply = ReplyTo::of(job).reply("answer", answer.to_string());
+            self.outbound.send(reply)
+        })
+        .await
     }
 
     /// The card gets the final text; what does not fit follows as text replies.

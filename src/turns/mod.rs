@@ -13,6 +13,7 @@
 pub mod card;
 mod context;
 mod deliver;
+mod persist;
 mod recovery;
 mod runner;
 mod stream;

@@ -130,7 +130,7 @@ pub struct TurnRunner {
     metrics: crate::telemetry::Metrics,
     /// Cancelled when the bridge shuts down: a turn cancelled then was interrupted, not
     /// stopped by its user, and a queued one stays queued for the next start.
-    shutdown: CancellationToken,
+    pub(super) shutdown: CancellationToken,
 }
 
 impl std::fmt::Debug for TurnRunner {
@@ -216,26 +216,60 @@ impl TurnRunner {
         );
     }
 
-    /// Runs one turn; errors are logged, recorded on the turn, and the user is told.
+    /// Runs one turn; errors are logged, recorded on the turn, and the user is told. While
+    /// the database fails before the turn has started, the turn waits in its session's
+    /// queue and tries again (its order kept); nothing has reached the agent yet.
     pub async fn run(&self, job: TurnJob, cancel: CancellationToken) {
         if self.shutdown.is_cancelled() {
             // Shutting down: it stays queued and runs after the next start.
             return;
         }
-        let outcome = match self.try_run(&job, &cancel).await {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                tracing::error!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, error = %e, "turn failed");
-                let _ = self
-                    .store
-                    .end_turn(&job.turn_id, TurnState::Failed, &e.to_string(), now_ms())
-                    .await;
-                let sorry = "Sorry, this request failed inside the bridge; please try again.";
-                let _ = self.notify(ReplyTo::of(&job), sorry).await;
-                "failed"
+        let mut failures = 0u32;
+        let outcome = loop {
+            let e = match self.try_run(&job, &cancel).await {
+                Ok(outcome) => break outcome,
+                Err(TurnError::Store(e)) if e.database_failed() => e,
+                Err(e) => break self.fail(&job, &e).await,
+            };
+            failures += 1;
+            if failures == 1 {
+                tracing::warn!(profile = %job.profile, turn_id = %job.turn_id, error = %e, "the database failed before the turn started; it will try again");
+            }
+            tokio::select! {
+                () = tokio::time::sleep(super::persist::pause(failures)) => {}
+                // It stays queued (or, if its start went through, recovery ends it).
+                () = self.shutdown.cancelled() => return,
+                () = cancel.cancelled() => {
+                    break self.end_cancelled(&job, None).await.unwrap_or("failed");
+                }
+            }
+            // A start whose answer was lost may have gone through: such a turn cannot be
+            // resumed here (its context was gathered by the attempt that failed).
+            if let Ok(Some(row)) = self.store.turn(&job.turn_id).await
+                && row.state().is_ok_and(|s| s == TurnState::Running)
+            {
+                break self.fail(&job, &TurnError::Store(e)).await;
             }
         };
         self.announce(&job.profile, &job.message_id, &job.turn_id, outcome);
+    }
+
+    /// Ends a turn as failed and tells its user.
+    async fn fail(&self, job: &TurnJob, e: &TurnError) -> &'static str {
+        tracing::error!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, error = %e, "turn failed");
+        let why = e.to_string();
+        let ended = self
+            .persist("end", &job.turn_id, || {
+                self.store
+                    .end_turn(&job.turn_id, TurnState::Failed, &why, now_ms())
+            })
+            .await;
+        if let Err(e) = ended {
+            tracing::error!(turn_id = %job.turn_id, error = %e, "failed turn not recorded");
+        }
+        let sorry = "Sorry, this request failed inside the bridge; please try again.";
+        let _ = self.notify(ReplyTo::of(job), sorry).await;
+        "failed"
     }
 
     pub(super) fn announce(
@@ -364,14 +398,15 @@ impl TurnRunner {
         tracing::info!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, decision_id, mode = %decision.mode, "context decision recorded");
 
         if quoted_ok.is_err() {
-            self.store
-                .end_turn(
+            self.persist("end", &job.turn_id, || {
+                self.store.end_turn(
                     &job.turn_id,
                     TurnState::Failed,
                     "the quoted message could not be read",
                     now_ms(),
                 )
-                .await?;
+            })
+            .await?;
             let notice = "I could not read the message you replied to (it may have been recalled \
                  or I cannot see it), so I did not send your request to the agent. Please quote it \
                  again or paste its text.";
@@ -379,24 +414,25 @@ impl TurnRunner {
             return Ok("quote_unreadable");
         }
         let earlier = within_budget(
-            self.store
-                .session_history(
+            self.persist("history", &job.turn_id, || {
+                self.store.session_history(
                     &job.profile,
                     &session.session_key,
                     &session.session_id,
                     row_id,
                     EARLIER_TURNS,
                 )
-                .await?
-                .into_iter()
-                .filter_map(|t| {
-                    let output = t.output.filter(|o| !o.is_empty())?;
-                    (!t.request_text.is_empty()).then_some(PastTurn {
-                        request: t.request_text,
-                        output,
-                    })
+            })
+            .await?
+            .into_iter()
+            .filter_map(|t| {
+                let output = t.output.filter(|o| !o.is_empty())?;
+                (!t.request_text.is_empty()).then_some(PastTurn {
+                    request: t.request_text,
+                    output,
                 })
-                .collect(),
+            })
+            .collect(),
             self.config.context.max_context_chars,
         );
         let turn = AgentTurn {
@@ -461,18 +497,22 @@ impl TurnRunner {
             None => self.end_cancelled(job, card).await,
             Some(Err(e)) => {
                 let why = e.to_string();
-                self.store
-                    .end_turn(&job.turn_id, TurnState::Failed, &why, now_ms())
-                    .await?;
+                self.persist("end", &job.turn_id, || {
+                    self.store
+                        .end_turn(&job.turn_id, TurnState::Failed, &why, now_ms())
+                })
+                .await?;
                 let notice = format!("The agent did not answer: {why}");
                 self.tell_ended(ReplyTo::of(job), card, CardState::Failed(&why), &notice)
                     .await?;
                 Ok("agent_failed")
             }
             Some(Ok(answer)) => {
-                self.store
-                    .save_turn_output(&job.turn_id, &answer, now_ms())
-                    .await?;
+                // Stored before it is posted: a restart delivers it instead of losing it.
+                self.persist("answer", &job.turn_id, || {
+                    self.store.save_turn_output(&job.turn_id, &answer, now_ms())
+                })
+                .await?;
                 self.deliver(job, card_id.as_deref(), &answer, root_delivered)
                     .await?;
                 Ok("answered")
@@ -481,7 +521,7 @@ impl TurnRunner {
     }
 
     /// A cancelled turn: stopped by its user, or interrupted by a shutdown.
-    async fn end_cancelled(
+    pub(super) async fn end_cancelled(
         &self,
         job: &TurnJob,
         card: Option<(&str, &str)>,
@@ -504,9 +544,10 @@ impl TurnRunner {
                 "stopped",
             )
         };
-        self.store
-            .end_turn(&job.turn_id, state, error, now_ms())
-            .await?;
+        self.persist("end", &job.turn_id, || {
+            self.store.end_turn(&job.turn_id, state, error, now_ms())
+        })
+        .await?;
         self.tell_ended(ReplyTo::of(job), card, shown, notice)
             .await?;
         Ok(outcome)

@@ -17,6 +17,7 @@ mod pending;
 mod replies;
 mod routing;
 mod shutdown;
+mod storage_faults;
 mod store_conformance;
 mod support;
 mod turns;

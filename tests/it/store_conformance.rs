@@ -86,7 +86,10 @@ async fn claims_follow_status_and_time(db: TestDb) {
     .await
     .expect("insert");
 
-    let first = s.claim_inbox(2_000, 1_000, 2).await.expect("claim");
+    let first = s
+        .claim_inbox("replica-a", 2_000, 1_000, 2)
+        .await
+        .expect("claim");
     let ids: Vec<_> = first.iter().map(|e| e.event_id.as_str()).collect();
     assert_eq!(
         ids,
@@ -99,7 +102,10 @@ async fn claims_follow_status_and_time(db: TestDb) {
             .all(|e| e.attempts == 1 && e.status == InboxStatus::Processing)
     );
 
-    let second = s.claim_inbox(2_000, 1_000, 10).await.expect("claim");
+    let second = s
+        .claim_inbox("replica-a", 2_000, 1_000, 10)
+        .await
+        .expect("claim");
     assert_eq!(
         second
             .iter()
@@ -136,7 +142,10 @@ async fn claims_follow_status_and_time(db: TestDb) {
     );
 
     // e3 was released (attempt not counted); e2 is not due before 5000.
-    let third = s.claim_inbox(2_200, 1_000, 10).await.expect("claim");
+    let third = s
+        .claim_inbox("replica-a", 2_200, 1_000, 10)
+        .await
+        .expect("claim");
     assert_eq!(
         third
             .iter()
@@ -146,7 +155,10 @@ async fn claims_follow_status_and_time(db: TestDb) {
     );
 
     // A worker that died: its lease (until 3200) runs out and the row comes back.
-    let again = s.claim_inbox(3_300, 10_000, 10).await.expect("claim");
+    let again = s
+        .claim_inbox("replica-a", 3_300, 10_000, 10)
+        .await
+        .expect("claim");
     assert_eq!(
         again
             .iter()
@@ -155,7 +167,10 @@ async fn claims_follow_status_and_time(db: TestDb) {
         [("e3", 2)]
     );
 
-    let fourth = s.claim_inbox(5_000, 10_000, 10).await.expect("claim");
+    let fourth = s
+        .claim_inbox("replica-a", 5_000, 10_000, 10)
+        .await
+        .expect("claim");
     assert_eq!(
         fourth
             .iter()
@@ -202,7 +217,10 @@ async fn concurrent_claimers(db: TestDb) {
     let claim = |s: Arc<dyn Store>| async move {
         let mut mine = Vec::new();
         loop {
-            let got = s.claim_inbox(2_000, 60_000, 7).await.expect("claim");
+            let got = s
+                .claim_inbox("replica-a", 2_000, 60_000, 7)
+                .await
+                .expect("claim");
             if got.is_empty() {
                 return mine;
             }
@@ -230,6 +248,68 @@ async fn concurrent_claimers(db: TestDb) {
 both_backends!(
     concurrent_claimers_never_share_an_event,
     concurrent_claimers
+);
+
+async fn claims_carry_their_owner(db: TestDb) {
+    let s = open(&db).await;
+    let batch: Vec<_> = (0..4).map(|i| ev("a", &format!("e{i}"), None)).collect();
+    s.insert_inbox_batch(&batch).await.expect("insert");
+    let mine = s.claim_inbox("me", 2_000, 1_000, 2).await.expect("claim");
+    let theirs = s.claim_inbox("them", 2_000, 1_000, 2).await.expect("claim");
+    assert_eq!((mine.len(), theirs.len()), (2, 2));
+
+    // The heartbeat extends only the owner's leases: at 3 500 the others' ran out.
+    s.renew_leases("me", &[mine[0].id, mine[1].id, theirs[0].id], 10_000)
+        .await
+        .expect("renew");
+    let due = s
+        .claim_inbox("other", 3_500, 1_000, 10)
+        .await
+        .expect("claim");
+    let due: Vec<_> = due.iter().map(|e| e.event_id.as_str()).collect();
+    assert_eq!(
+        due,
+        [theirs[0].event_id.as_str(), theirs[1].event_id.as_str()]
+    );
+
+    // A restart of "me" takes its claims back at once (SQLite: every claim).
+    let back = s.reclaim_inbox("me", 4_000).await.expect("reclaim");
+    let expected = match db.kind {
+        crate::support::Kind::Sqlite => 4,
+        crate::support::Kind::Postgres => 2,
+    };
+    assert_eq!(back, expected);
+    let again = s.claim_inbox("me", 4_000, 1_000, 10).await.expect("claim");
+    assert_eq!(again.len() as u64, expected);
+
+    // A database failure does not count towards giving up.
+    let e = &again[0];
+    s.finish_inbox(
+        e.id,
+        &Finish::Deferred {
+            error: "database error".into(),
+            at: 4_100,
+        },
+        4_000,
+    )
+    .await
+    .expect("defer");
+    let row = s
+        .inbox_event("a", &e.event_id)
+        .await
+        .expect("read")
+        .expect("row");
+    assert_eq!(
+        (row.status, row.attempts, row.next_attempt_at),
+        (InboxStatus::Pending, e.attempts - 1, 4_100)
+    );
+    s.probe_write(4_000)
+        .await
+        .expect("the database takes writes");
+}
+both_backends!(
+    claims_carry_their_owner_renew_and_come_back_at_restart,
+    claims_carry_their_owner
 );
 
 fn context_event(message_id: &str, event_type: &str, created_at: i64) -> store::NewContextEvent {

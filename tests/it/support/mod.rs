@@ -8,6 +8,7 @@ pub mod db;
 pub mod fake_feishu;
 pub mod fake_openai;
 pub mod feishu;
+pub mod full_disk;
 pub mod gated_agent;
 pub mod proxy;
 

@@ -1,0 +1,315 @@
+//! The durable inbox: row types, the write rules both backends share, and the
+//! [`InboxStore`] trait.
+//!
+//! What a backend cannot store is refused before it joins a group commit
+//! ([`NewInboxEvent::unstorable`]), with the same rule on SQLite and Postgres, so one bad
+//! event never fails the batch it would have shared.
+
+use async_trait::async_trait;
+
+use super::{Backend, StoreError};
+
+/// Inbox row status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InboxStatus {
+    /// Waiting for a worker (possibly until `next_attempt_at`).
+    Pending,
+    /// Claimed by a worker, leased until `lease_until`.
+    Processing,
+    /// Processed.
+    Done,
+    /// A well-formed event of a type the bridge does not handle.
+    Skipped,
+    /// Gave up after `max_attempts`.
+    Failed,
+}
+
+impl InboxStatus {
+    /// Column spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Processing => "processing",
+            Self::Done => "done",
+            Self::Skipped => "skipped",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// Parses the column spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => Self::Pending,
+            "processing" => Self::Processing,
+            "done" => Self::Done,
+            "skipped" => Self::Skipped,
+            "failed" => Self::Failed,
+            _ => return None,
+        })
+    }
+}
+
+/// A verified event on its way into the inbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewInboxEvent {
+    /// Profile name.
+    pub profile: String,
+    /// Unique per profile.
+    pub event_id: String,
+    /// Event type.
+    pub event_type: String,
+    /// For message events: also unique per profile.
+    pub message_id: Option<String>,
+    /// Decrypted JSON text.
+    pub payload: String,
+    /// Unix ms.
+    pub received_at: i64,
+    /// `Pending` or `Skipped`.
+    pub status: InboxStatus,
+}
+
+/// Longest event id, event type or message id the inbox takes (Feishu's are under 100
+/// bytes; Postgres cannot index a key of a few kilobytes).
+pub const MAX_ID_BYTES: usize = 512;
+
+impl NewInboxEvent {
+    /// Why a backend could not store this event, if it could not: U+0000 anywhere
+    /// (Postgres text cannot hold it, so SQLite refuses it too), or an id longer than
+    /// [`MAX_ID_BYTES`]. The reason names the field, never its value.
+    pub fn unstorable(&self) -> Option<String> {
+        let ids = [
+            ("event_id", Some(self.event_id.as_str())),
+            ("event_type", Some(self.event_type.as_str())),
+            ("message_id", self.message_id.as_deref()),
+        ];
+        for (field, value) in ids {
+            let Some(value) = value else { continue };
+            if value.contains('\0') {
+                return Some(format!("{field} holds a U+0000 character"));
+            }
+            if value.len() > MAX_ID_BYTES {
+                return Some(format!("{field} is longer than {MAX_ID_BYTES} bytes"));
+            }
+        }
+        if json_holds_nul(&self.payload) {
+            return Some("the event holds a U+0000 character".into());
+        }
+        None
+    }
+}
+
+/// Whether JSON text holds U+0000, raw or as the `\u0000` escape (an escaped backslash
+/// followed by `u0000` is not one).
+fn json_holds_nul(json: &str) -> bool {
+    let bytes = json.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            0 => return true,
+            b'\\' => {
+                if bytes.get(i + 1) == Some(&b'u') && bytes.get(i + 2..i + 6) == Some(b"0000") {
+                    return true;
+                }
+                // Skip the escaped character, so `\\` never starts another escape.
+                i += 2;
+            }
+            _ => i += 1,
+        }
+    }
+    false
+}
+
+/// What happened to one event of a batch insert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InsertOutcome {
+    /// Stored.
+    Inserted,
+    /// Its event id (or message id) was already stored; nothing was created.
+    Duplicate,
+}
+
+/// An inbox row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxEvent {
+    /// Row id (arrival order).
+    pub id: i64,
+    /// Profile name.
+    pub profile: String,
+    /// Event id.
+    pub event_id: String,
+    /// Event type.
+    pub event_type: String,
+    /// Message id, for message events.
+    pub message_id: Option<String>,
+    /// Decrypted JSON text.
+    pub payload: String,
+    /// Unix ms.
+    pub received_at: i64,
+    /// Status.
+    pub status: InboxStatus,
+    /// Processing attempts started.
+    pub attempts: i64,
+    /// Last processing error.
+    pub last_error: Option<String>,
+    /// Unix ms before which a retry is not due.
+    pub next_attempt_at: i64,
+}
+
+/// Inbox depth by status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InboxCounts {
+    /// Waiting (includes scheduled retries).
+    pub pending: i64,
+    /// Claimed right now.
+    pub processing: i64,
+    /// Given up.
+    pub failed: i64,
+    /// Pending rows that have failed at least once.
+    pub retrying: i64,
+}
+
+/// A failed or retrying event, for `/status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxProblem {
+    /// Profile name.
+    pub profile: String,
+    /// Event id.
+    pub event_id: String,
+    /// Event type.
+    pub event_type: String,
+    /// Status (`pending` = will retry, `failed` = gave up).
+    pub status: InboxStatus,
+    /// Attempts so far.
+    pub attempts: i64,
+    /// Last error.
+    pub last_error: Option<String>,
+}
+
+/// How a processing attempt ended, for [`InboxStore::finish_inbox`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finish {
+    /// Processed.
+    Done,
+    /// Failed; try again at this Unix ms.
+    Retry {
+        /// Error text (no payload content).
+        error: String,
+        /// Unix ms.
+        at: i64,
+    },
+    /// Not the event's fault (the database failed): try again at this Unix ms, without
+    /// counting the attempt towards `max_attempts`.
+    Deferred {
+        /// Error text (no payload content).
+        error: String,
+        /// Unix ms.
+        at: i64,
+    },
+    /// Failed for good.
+    Failed {
+        /// Error text (no payload content).
+        error: String,
+    },
+}
+
+/// The durable inbox, plus connection-level operations.
+#[async_trait]
+pub trait InboxStore: Send + Sync + 'static {
+    /// Which backend this is.
+    fn backend(&self) -> Backend;
+    /// Applies pending migrations.
+    async fn migrate(&self) -> Result<(), StoreError>;
+    /// A cheap round trip, for `/status`.
+    async fn ping(&self) -> Result<(), StoreError>;
+    /// Proves the database takes writes, for `/readyz`: room for a few pages is allocated
+    /// (and given back) and a small row is committed. Fails while the disk or the
+    /// database is full, read-only or unreachable.
+    async fn probe_write(&self, now: i64) -> Result<(), StoreError>;
+    /// Inserts events in one transaction (group commit), begun on a connection that is
+    /// not inside another transaction and committed before this returns, so `Ok` means
+    /// durable. Duplicates of an existing `(profile, event_id)` or `(profile,
+    /// message_id)` create nothing.
+    async fn insert_inbox_batch(
+        &self,
+        events: &[NewInboxEvent],
+    ) -> Result<Vec<InsertOutcome>, StoreError>;
+    /// Claims up to `limit` due events (pending and due, or processing with an expired
+    /// lease) for `owner`, in arrival order, leasing them until `now + lease_ms` and
+    /// counting an attempt. On Postgres, concurrent claimers never get the same row.
+    async fn claim_inbox(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<InboxEvent>, StoreError>;
+    /// Extends the leases of `owner`'s events still in hand (`ids`) to `until`.
+    async fn renew_leases(&self, owner: &str, ids: &[i64], until: i64) -> Result<(), StoreError>;
+    /// Takes back, at start, the claims an earlier run of this process left: due at once.
+    /// On SQLite (one process owns the file) every claimed event; on Postgres the ones
+    /// leased to `owner`. Returns how many.
+    async fn reclaim_inbox(&self, owner: &str, now: i64) -> Result<u64, StoreError>;
+    /// Records how an attempt ended.
+    async fn finish_inbox(&self, id: i64, finish: &Finish, now: i64) -> Result<(), StoreError>;
+    /// Returns claimed events to pending without counting the attempt (shutdown).
+    async fn release_inbox(&self, ids: &[i64]) -> Result<(), StoreError>;
+    /// Inbox depth by status.
+    async fn inbox_counts(&self) -> Result<InboxCounts, StoreError>;
+    /// The most recent failed or retrying events.
+    async fn inbox_problems(&self, limit: i64) -> Result<Vec<InboxProblem>, StoreError>;
+    /// One inbox row by its key.
+    async fn inbox_event(
+        &self,
+        profile: &str,
+        event_id: &str,
+    ) -> Result<Option<InboxEvent>, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(event_id: &str, message_id: Option<&str>, payload: &str) -> NewInboxEvent {
+        NewInboxEvent {
+            profile: "p".into(),
+            event_id: event_id.into(),
+            event_type: "im.message.receive_v1".into(),
+            message_id: message_id.map(Into::into),
+            payload: payload.into(),
+            received_at: 0,
+            status: InboxStatus::Pending,
+        }
+    }
+
+    #[test]
+    fn nul_anywhere_is_unstorable_and_the_reason_names_no_value() {
+        assert_eq!(event("ev", Some("om"), r#"{"a":"b"}"#).unstorable(), None);
+        let bad_id = event("ev", Some("om\0x"), "{}").unstorable();
+        assert_eq!(
+            bad_id.as_deref(),
+            Some("message_id holds a U+0000 character")
+        );
+        assert!(event("e\0v", None, "{}").unstorable().is_some());
+        assert!(
+            event("ev", None, r#"{"t":"a\u0000b"}"#)
+                .unstorable()
+                .is_some()
+        );
+        assert!(event("ev", None, "{\"t\":\"a\0\"}").unstorable().is_some());
+        // An escaped backslash followed by the letters u0000 is text, not a NUL.
+        assert_eq!(event("ev", None, r#"{"t":"a\\u0000b"}"#).unstorable(), None);
+        assert!(
+            event("ev", None, r#"{"t":"a\\\u0000b"}"#)
+                .unstorable()
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn ids_longer_than_the_index_takes_are_unstorable() {
+        let long = "x".repeat(MAX_ID_BYTES + 1);
+        assert!(event(&long, None, "{}").unstorable().is_some());
+        assert!(event("ev", Some(&long), "{}").unstorable().is_some());
+        assert_eq!(event(&long[1..], None, "{}").unstorable(), None);
+    }
+}
