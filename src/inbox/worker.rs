@@ -106,6 +106,20 @@ impl Worker {
         let result = self.pipeline.process(&event).await;
         let (finish, outcome) = match result {
             Ok(()) => (Finish::Done, "done"),
+            // A signed payload that does not fit its type will not fit on a retry either:
+            // it is failed at once, with its value-free reason.
+            Err(e @ super::pipeline::ProcessError::Parse(_)) => {
+                tracing::error!(
+                    error = %e,
+                    "event payload does not fit its type; failed without retry"
+                );
+                (
+                    Finish::Failed {
+                        error: e.to_string(),
+                    },
+                    "failed",
+                )
+            }
             Err(e) if event.attempts >= i64::from(self.config.max_attempts) => {
                 tracing::error!(error = %e, "event failed for good");
                 (
