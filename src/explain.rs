@@ -5,6 +5,7 @@
 
 use crate::{
     context::explain::{ExcludedItem, Explanation, SelectedItem, TurnOutcome},
+    redact::echo,
     store::{DecisionRow, Store, StoreError},
 };
 
@@ -28,10 +29,10 @@ impl Query<'_> {
     pub fn not_found(&self) -> String {
         format!(
             "no context decision for root {} and profile {}{}",
-            self.root_msg_id,
-            self.profile,
+            echo(self.root_msg_id),
+            echo(self.profile),
             self.message_id
-                .map(|m| format!(" and message {m}"))
+                .map(|m| format!(" and message {}", echo(m)))
                 .unwrap_or_default()
         )
     }

@@ -5,7 +5,8 @@
 //! inbox worker normalizes each message ([`protocol::content`]), routes it ([`routing`]),
 //! records its facts ([`context`]), runs [`commands`] and queues turns per session
 //! ([`session_queue`]); replies leave through [`outbound`]. [`config`], [`identity`],
-//! [`feishu_api`], [`telemetry`] and [`app`] hold it together.
+//! [`feishu_api`], [`telemetry`] and [`app`] hold it together; [`redact`] keeps client
+//! and message text out of errors and logs.
 
 pub mod agent;
 pub mod app;
@@ -22,6 +23,7 @@ pub mod inbox;
 pub mod ops;
 pub mod outbound;
 pub mod protocol;
+pub mod redact;
 pub mod routing;
 pub mod session_queue;
 pub mod simulate;

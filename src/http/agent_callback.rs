@@ -4,14 +4,14 @@
 use axum::{
     Json,
     body::Bytes,
-    extract::{Path, State},
-    http::HeaderMap,
+    extract::{State, rejection::BytesRejection},
+    http::{HeaderMap, StatusCode},
 };
 use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{ApiError, AppState, ErrorBody};
+use super::{ApiError, AppState, ErrorBody, extract::Path};
 use crate::agent::webhook::{self, SignatureError};
 
 /// The agent's answer.
@@ -40,20 +40,28 @@ pub struct Accepted {
     request_body(content = AgentOutput, content_type = "application/json"),
     responses(
         (status = 200, description = "The turn got its answer", body = Accepted),
-        (status = 400, description = "`malformed_json`", body = ErrorBody),
+        (status = 400, description = "`malformed_json`, or `bad_request`: a path parameter is not valid UTF-8", body = ErrorBody),
         (status = 401, description = "`bad_signature`", body = ErrorBody),
         (status = 404, description = "`unknown_profile`, or `unknown_turn`: no turn waits under this id (unknown, answered, timed out or stopped)", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
     ))]
 pub async fn output(
     State(app): State<AppState>,
     Path((profile, turn_id)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Accepted>, ApiError> {
     let p = app
         .config
         .profile(&profile)
         .ok_or_else(|| ApiError::UnknownProfile(profile.clone()))?;
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(app.config.server.max_body_bytes)
+        } else {
+            ApiError::MalformedJson("body could not be read".into())
+        }
+    })?;
     let Some(secret) = p
         .agent
         .secret

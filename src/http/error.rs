@@ -1,7 +1,8 @@
 //! One error type for every route, one JSON shape: `{"error":{"code","message"}}`.
 //!
 //! `code` is a stable snake_case string users can script against. A 5xx keeps its source
-//! for the log; the client sees only the code and a fixed message, never internals.
+//! for the log; the client sees only the code and a fixed message, never internals. Client
+//! input repeated in a message is bounded ([`crate::redact::echo`]).
 
 use axum::{
     Json,
@@ -11,7 +12,10 @@ use axum::{
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::protocol::Rejection;
+use crate::{protocol::Rejection, redact};
+
+/// The most characters of an error message (a backstop behind the bounded echoes).
+const MESSAGE_MAX_CHARS: usize = 512;
 
 /// Every error a route can answer with.
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +39,7 @@ pub enum ApiError {
     #[error("{0}")]
     InvalidEvent(String),
     /// 404: no profile with this name.
-    #[error("no profile named {0:?}")]
+    #[error("no profile named {:?}", redact::echo(.0))]
     UnknownProfile(String),
     /// 413: body over `server.max_body_bytes`.
     #[error("body is larger than {0} bytes")]
@@ -52,15 +56,29 @@ pub enum ApiError {
     /// 404: no such resource.
     #[error("{0}")]
     NotFound(String),
-    /// 400: a query parameter has a value the endpoint does not know.
+    /// 400: a path or query parameter the endpoint cannot use.
     #[error("{0}")]
     BadRequest(String),
     /// 404: no turn waits under this id.
     #[error(
-        "no turn {0} is waiting for an answer (unknown, already answered, timed out or stopped)"
+        "no turn {} is waiting for an answer (unknown, already answered, timed out or stopped)",
+        redact::echo(.0)
     )]
     UnknownTurn(String),
+    /// 405: the route exists but not for this method (the method, bounded).
+    #[error("method {0} is not allowed on this route; the Allow header lists the allowed ones")]
+    MethodNotAllowed(String),
+    /// 408: the request did not finish within `server.request_timeout_secs`.
+    #[error("the request took too long and was abandoned")]
+    RequestTimeout,
+    /// Any other error status the HTTP framework answered with by itself.
+    #[error("{}", .0.canonical_reason().unwrap_or("the request failed"))]
+    Framework(StatusCode),
 }
+
+/// Marks a response as already in the error shape (see [`super::reshape`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Shaped;
 
 /// The error body.
 #[derive(Debug, Serialize, ToSchema)]
@@ -97,6 +115,10 @@ impl ApiError {
             Self::NotFound(_) => "not_found",
             Self::UnknownTurn(_) => "unknown_turn",
             Self::BadRequest(_) => "bad_request",
+            Self::MethodNotAllowed(_) => "method_not_allowed",
+            Self::RequestTimeout => "request_timeout",
+            Self::Framework(s) if s.is_server_error() => "internal_error",
+            Self::Framework(_) => "bad_request",
         }
     }
 
@@ -117,6 +139,9 @@ impl ApiError {
             | Self::UnknownTurn(_) => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::Framework(s) => *s,
         }
     }
 
@@ -152,10 +177,11 @@ impl IntoResponse for ApiError {
         let body = ErrorBody {
             error: ErrorDetail {
                 code: self.code().to_string(),
-                message: self.to_string(),
+                message: redact::bounded(&self.to_string(), MESSAGE_MAX_CHARS),
             },
         };
         let mut resp = (status, Json(body)).into_response();
+        resp.extensions_mut().insert(Shaped);
         if matches!(self, Self::Unauthorized) {
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

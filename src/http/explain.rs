@@ -1,13 +1,14 @@
 //! `GET /explain/message/{message_id}`: why a message was ignored, observed or invoked.
 
-use axum::{
-    Json,
-    extract::{Path, Query, State},
-};
+use axum::{Json, extract::State};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{AdminAuth, ApiError, AppState, ErrorBody};
+use super::{
+    AdminAuth, ApiError, AppState, ErrorBody,
+    extract::{Path, Query},
+};
+use crate::redact::echo;
 
 /// Filter.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -50,6 +51,7 @@ pub struct VerdictBody {
     params(("message_id" = String, Path, description = "`om_…`"), MessageQuery),
     responses(
         (status = 200, description = "Verdicts", body = MessageVerdicts),
+        (status = 400, description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`not_found`: no profile received this message (check the event subscription and permissions)", body = ErrorBody),
     ))]
@@ -71,7 +73,8 @@ pub async fn message(
         .map_err(ApiError::store)?;
     if rows.is_empty() {
         return Err(ApiError::NotFound(format!(
-            "no verdict for {message_id}: the bridge has not processed this message{} (is the event subscribed, the permission granted, the bot in the chat?)",
+            "no verdict for {}: the bridge has not processed this message{} (is the event subscribed, the permission granted, the bot in the chat?)",
+            echo(&message_id),
             q.profile
                 .map(|p| format!(" for profile {p}"))
                 .unwrap_or_default()

@@ -2,14 +2,17 @@
 
 use axum::{
     Json,
-    extract::{Path, Query, State},
+    extract::State,
     http::{HeaderMap, header},
     response::{IntoResponse, Response},
 };
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::{AdminAuth, ApiError, AppState, ErrorBody};
+use super::{
+    AdminAuth, ApiError, AppState, ErrorBody,
+    extract::{Path, Query},
+};
 use crate::context::explain::{Explanation, render_text};
 
 /// Which decision.
@@ -33,6 +36,7 @@ pub struct ExplainQuery {
     responses(
         (status = 200, description = "The decision (`Accept: text/plain` for a readable report)",
          content((Explanation = "application/json"), (String = "text/plain"))),
+        (status = 400, description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`not_found` (no decision) or `unknown_profile`", body = ErrorBody),
     ))]

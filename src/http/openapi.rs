@@ -14,7 +14,10 @@ use utoipa::{
     info(
         title = "feishu-bridge",
         description = "Feishu (Lark) event URL for AI-agent bots: verified ingress, durable inbox, \
-                       deterministic thread context, and explanations of every context decision.",
+                       deterministic thread context, and explanations of every context decision. \
+                       Every error is `{\"error\": {\"code\", \"message\"}}`; besides the answers \
+                       listed per route, any route may answer 405 `method_not_allowed` or 408 \
+                       `request_timeout`.",
         license(name = "Apache-2.0")
     ),
     modifiers(&BearerScheme),

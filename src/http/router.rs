@@ -14,7 +14,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
     AppState, agent_callback, error, explain, explain_root, health, metrics, openapi::ApiDoc,
-    sessions, status, turns, webhook,
+    reshape, sessions, status, turns, webhook,
 };
 
 /// Every route, with its OpenAPI description (no state, no layers).
@@ -40,6 +40,7 @@ pub fn router(state: AppState) -> Router {
     let server = &state.config.server;
     let (routes, _) = api_router().split_for_parts();
     let x_request_id = axum::http::HeaderName::from_static("x-request-id");
+    let max_body_bytes = server.max_body_bytes;
     routes
         // Layer order (outermost last): the route layer times matched routes only, so
         // unknown paths cannot mint metric labels; the body limit makes the webhook's
@@ -52,6 +53,11 @@ pub fn router(state: AppState) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_secs(server.request_timeout_secs),
         ))
+        // Outside the routes (405), the body limit (413) and the timeout (408): whatever
+        // error they answer with by themselves leaves in our JSON shape.
+        .layer(middleware::from_fn(move |req, next| {
+            reshape::json_errors(max_body_bytes, req, next)
+        }))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|req: &axum::http::Request<_>| {

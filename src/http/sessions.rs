@@ -1,14 +1,15 @@
 //! `GET /sessions`, `GET /sessions/{session_key}`, `DELETE /sessions/{session_key}`.
 
-use axum::{
-    Json,
-    extract::{Path, Query, State},
-};
+use axum::{Json, extract::State};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{AdminAuth, ApiError, AppState, ErrorBody};
+use super::{
+    AdminAuth, ApiError, AppState, ErrorBody,
+    extract::{Path, Query},
+};
 use crate::{
+    redact::echo,
     store::SessionRow,
     util::{new_session_id, now_ms},
 };
@@ -86,6 +87,7 @@ pub struct ProfileQuery {
     params(ListQuery),
     responses(
         (status = 200, description = "Session mappings", body = SessionList),
+        (status = 400, description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 503, description = "`store_unavailable`", body = ErrorBody),
     ))]
@@ -109,6 +111,7 @@ pub async fn list(
     params(("session_key" = String, Path, description = "e.g. `thread:oc_xxx:om_xxx`"), ProfileQuery),
     responses(
         (status = 200, description = "The session", body = SessionBody),
+        (status = 400, description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`not_found` or `unknown_profile`", body = ErrorBody),
     ))]
@@ -141,7 +144,10 @@ async fn find(
 }
 
 fn no_session(key: &str, profile: &str) -> ApiError {
-    ApiError::NotFound(format!("no session {key:?} for profile {profile:?}"))
+    ApiError::NotFound(format!(
+        "no session {:?} for profile {profile:?}",
+        echo(key)
+    ))
 }
 
 /// Resets a session: a new `session_id`, and its history scope cleared (like `/new`).
@@ -149,6 +155,7 @@ fn no_session(key: &str, profile: &str) -> ApiError {
     params(("session_key" = String, Path, description = "e.g. `thread:oc_xxx:om_xxx`"), ProfileQuery),
     responses(
         (status = 200, description = "The session after the reset", body = SessionBody),
+        (status = 400, description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`not_found` or `unknown_profile`", body = ErrorBody),
     ))]

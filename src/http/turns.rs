@@ -1,15 +1,18 @@
 //! `GET /turns` and `GET /turns/{turn_id}`: what became of each request handed to an
 //! agent — its state, timings, error, the decision it made and the reply it posted.
 
-use axum::{
-    Json,
-    extract::{Path, Query, State},
-};
+use axum::{Json, extract::State};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{AdminAuth, ApiError, AppState, ErrorBody};
-use crate::store::{TurnFilter, TurnRow, TurnState};
+use super::{
+    AdminAuth, ApiError, AppState, ErrorBody,
+    extract::{Path, Query},
+};
+use crate::{
+    redact::echo,
+    store::{TurnFilter, TurnRow, TurnState},
+};
 
 /// A turn.
 #[derive(Debug, Serialize, ToSchema)]
@@ -117,7 +120,7 @@ pub struct VerboseQuery {
     params(TurnsQuery),
     responses(
         (status = 200, description = "Turns", body = TurnList),
-        (status = 400, description = "`bad_request`: unknown state", body = ErrorBody),
+        (status = 400, description = "`bad_request`: unknown state, or a query parameter that cannot be read", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 503, description = "`store_unavailable`", body = ErrorBody),
     ))]
@@ -128,7 +131,8 @@ pub async fn list(
 ) -> Result<Json<TurnList>, ApiError> {
     if let Some(s) = q.state.as_deref().filter(|s| TurnState::parse(s).is_none()) {
         return Err(ApiError::BadRequest(format!(
-            "unknown state {s:?}: use queued, running, succeeded, failed or cancelled"
+            "unknown state {:?}: use queued, running, succeeded, failed or cancelled",
+            echo(s)
         )));
     }
     let rows = app
@@ -154,6 +158,7 @@ pub async fn list(
     params(("turn_id" = String, Path, description = "`turn_<hex>`"), VerboseQuery),
     responses(
         (status = 200, description = "The turn", body = TurnBody),
+        (status = 400, description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
         (status = 503, description = "`store_unavailable`", body = ErrorBody),
@@ -166,5 +171,5 @@ pub async fn get(
 ) -> Result<Json<TurnBody>, ApiError> {
     let row = app.store.turn(&turn_id).await.map_err(ApiError::store)?;
     row.map(|r| Json(TurnBody::of(r, q.verbose)))
-        .ok_or_else(|| ApiError::NotFound(format!("no turn {turn_id}")))
+        .ok_or_else(|| ApiError::NotFound(format!("no turn {}", echo(&turn_id))))
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::{
     Json,
     body::Bytes,
-    extract::{Path, State, rejection::BytesRejection},
+    extract::{State, rejection::BytesRejection},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
 };
@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio::time::Instant;
 use utoipa::ToSchema;
 
-use super::{ApiError, AppState, ErrorBody};
+use super::{ApiError, AppState, ErrorBody, extract::Path};
 use crate::{
     inbox::CommitError,
     protocol::{self, Freshness, SignedHeaders, Verified, VerifiedEvent, events},
@@ -97,7 +97,7 @@ pub struct CallbackAck {
     request_body(content = CallbackBody, content_type = "application/json"),
     responses(
         (status = 200, description = "Challenge answered, or event durably stored (or a duplicate)", body = CallbackAck),
-        (status = 400, description = "`undecryptable`, `malformed_json`, or `invalid_event` (an id or text holding U+0000, an id over 512 bytes)", body = ErrorBody),
+        (status = 400, description = "`undecryptable`, `malformed_json`, or `invalid_event` (U+0000 in an id or outside the message text, an id over 512 bytes); `bad_request` when the profile segment is not UTF-8", body = ErrorBody),
         (status = 401, description = "`bad_signature`, `bad_token` or `stale_timestamp`", body = ErrorBody),
         (status = 404, description = "`unknown_profile`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
@@ -127,7 +127,7 @@ pub async fn event(
     request_body(content = Object, content_type = "application/json", description = "Legacy card action (`open_id`, `open_message_id`, `action`, …) or `url_verification`"),
     responses(
         (status = 200, description = "Challenge answered, or `{}` once the action is stored", body = CallbackAck),
-        (status = 400, description = "`malformed_json` or `invalid_event`", body = ErrorBody),
+        (status = 400, description = "`malformed_json` or `invalid_event`; `bad_request` when the profile segment is not UTF-8", body = ErrorBody),
         (status = 401, description = "`bad_signature`, `bad_token` or `stale_timestamp`", body = ErrorBody),
         (status = 404, description = "`unknown_profile`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),

@@ -161,7 +161,7 @@ impl Writer {
         let answers = match self.store.insert_inbox_batch(&events).await {
             Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
             Err(e) if e.refuses_row() && events.len() > 1 => {
-                tracing::warn!(error = %e, source = ?std::error::Error::source(&e), events = events.len(), "inbox batch refused; writing its events one by one");
+                tracing::warn!(error = %e, reason = %e.reason(), events = events.len(), "inbox batch refused; writing its events one by one");
                 self.one_by_one(&events).await
             }
             Err(e) => {
@@ -200,7 +200,7 @@ impl Writer {
             {
                 Ok(outcomes) => outcomes.into_iter().next().ok_or(CommitError::Late),
                 Err(e) if e.refuses_row() => {
-                    tracing::warn!(error = %e, source = ?std::error::Error::source(&e), profile = %event.profile, event_id = %event.event_id, "the database refused an event");
+                    tracing::warn!(error = %e, reason = %e.reason(), profile = %event.profile, event_id = %event.event_id, "the database refused an event");
                     self.metrics.store_error("insert_inbox_refused");
                     Err(CommitError::Refused(Arc::new(e)))
                 }
@@ -215,7 +215,7 @@ impl Writer {
     }
 
     fn failed(&self, e: &StoreError, events: usize) {
-        tracing::error!(error = %e, source = ?std::error::Error::source(e), events, "inbox batch not committed");
+        tracing::error!(error = %e, reason = %e.reason(), events, "inbox batch not committed");
         self.metrics.store_error("insert_inbox");
     }
 }

@@ -202,15 +202,29 @@ impl Worker {
         let healthy = !result.as_ref().is_err_and(store_failed);
         let (finish, outcome) = match result {
             Ok(()) => (Finish::Done, "done"),
-            Err(e) if store_failed(&e) => {
+            Err(ProcessError::Store(e)) if e.database_failed() => {
                 let delay = backoff(&self.config, event.attempts);
-                tracing::warn!(error = %e, source = ?std::error::Error::source(&e), retry_in_ms = delay, "the database failed; the event will be retried");
+                tracing::warn!(error = %e.reason(), retry_in_ms = delay, "the database failed; the event will be retried");
                 (
                     Finish::Deferred {
-                        error: e.to_string(),
+                        error: format!("store: {}", e.reason()),
                         at: now_ms() + delay as i64,
                     },
                     "retry",
+                )
+            }
+            // A signed payload that does not fit its type will not fit on a retry either:
+            // it is failed at once, with its value-free reason.
+            Err(e @ ProcessError::Parse(_)) => {
+                tracing::error!(
+                    error = %e,
+                    "event payload does not fit its type; failed without retry"
+                );
+                (
+                    Finish::Failed {
+                        error: e.to_string(),
+                    },
+                    "failed",
                 )
             }
             Err(e) if event.attempts >= i64::from(self.config.max_attempts) => {

@@ -3,6 +3,8 @@
 
 use serde::Deserialize;
 
+use crate::redact::decode::{Failure, from_json};
+
 /// A message was sent to a chat the bot can see.
 pub const MESSAGE_RECEIVE: &str = "im.message.receive_v1";
 /// A message was recalled.
@@ -33,20 +35,20 @@ pub enum TypedEvent {
     LegacyCardAction(Box<LegacyCardAction>),
 }
 
-/// Why a stored payload could not be parsed into its typed form.
+/// Why a stored payload could not be parsed into its typed form. The message names the
+/// event type, the path and the kind of mismatch, never a value from the payload.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
     /// Not a type the bridge handles.
-    #[error("unhandled event type {0}")]
+    #[error("unhandled event type {}", crate::redact::echo(.0))]
     Unhandled(String),
-    /// The JSON does not have the expected shape (serde's message names the field).
-    #[error("{event_type}: {source}")]
+    /// The JSON does not have the expected shape.
+    #[error("{event_type}: {failure}")]
     Shape {
         /// Event type being parsed.
         event_type: String,
-        /// serde's error.
-        #[source]
-        source: serde_json::Error,
+        /// Where and how the shape differs (value-free).
+        failure: Failure,
     },
 }
 
@@ -57,28 +59,26 @@ struct V2<E> {
 
 /// Parses a stored payload of a handled type.
 pub fn parse(event_type: &str, payload: &str) -> Result<TypedEvent, ParseError> {
-    let shape = |source| ParseError::Shape {
+    let shape = |failure| ParseError::Shape {
         event_type: event_type.to_string(),
-        source,
+        failure,
     };
     Ok(match event_type {
         MESSAGE_RECEIVE => TypedEvent::MessageReceive(Box::new(
-            serde_json::from_str::<V2<MessageReceive>>(payload)
+            from_json::<V2<MessageReceive>>(payload)
                 .map_err(shape)?
                 .event,
         )),
         MESSAGE_RECALLED => TypedEvent::MessageRecalled(
-            serde_json::from_str::<V2<MessageRecalled>>(payload)
+            from_json::<V2<MessageRecalled>>(payload)
                 .map_err(shape)?
                 .event,
         ),
         CARD_ACTION => TypedEvent::CardAction(Box::new(
-            serde_json::from_str::<V2<CardAction>>(payload)
-                .map_err(shape)?
-                .event,
+            from_json::<V2<CardAction>>(payload).map_err(shape)?.event,
         )),
         CARD_ACTION_LEGACY => {
-            TypedEvent::LegacyCardAction(Box::new(serde_json::from_str(payload).map_err(shape)?))
+            TypedEvent::LegacyCardAction(Box::new(from_json(payload).map_err(shape)?))
         }
         other => return Err(ParseError::Unhandled(other.to_string())),
     })
@@ -239,4 +239,32 @@ pub struct LegacyCardAction {
     pub token: Option<String>,
     /// The action.
     pub action: Action,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message_with(mentions: &str) -> String {
+        format!(
+            r#"{{"schema":"2.0","header":{{"event_type":"im.message.receive_v1"}},"event":{{"sender":{{"sender_type":"user"}},"message":{{"message_id":"om_1","chat_id":"oc_1","chat_type":"group","message_type":"text","content":"{{}}","mentions":{mentions}}}}}}}"#
+        )
+    }
+
+    #[test]
+    fn a_mistyped_field_is_reported_by_path_and_kind_without_its_value() {
+        let map = message_with(r#"[{"key":"@_user_1","name":{"text":"SECRET-MARKER-7f3a"}}]"#);
+        let err = parse(MESSAGE_RECEIVE, &map).expect_err("mistyped");
+        assert_eq!(
+            err.to_string(),
+            "im.message.receive_v1: wrong type at event.message.mentions[0].name: expected a string, found a map"
+        );
+        let text = message_with(r#""@_user_1 SECRET-MARKER-7f3a in mentions""#);
+        let err = parse(MESSAGE_RECEIVE, &text).expect_err("mistyped");
+        assert_eq!(
+            err.to_string(),
+            "im.message.receive_v1: wrong type at event.message.mentions: expected a sequence, found a string"
+        );
+        assert!(parse(MESSAGE_RECEIVE, &message_with("[]")).is_ok());
+    }
 }

@@ -5,14 +5,15 @@
 //! be a `url_verification` (Feishu signs everything else); for such a request every
 //! failure — bad base64, bad padding, bad JSON, not a challenge — is answered with the
 //! same `bad_signature`, so the endpoint is not a CBC padding oracle. Token and freshness
-//! are checked only once the request is authenticated.
+//! are checked only once the request is authenticated, and the token is then cut out of
+//! the payload that is stored (see [`super::strip`]).
 
 use serde::Deserialize;
 
 use super::{
     crypto::{self, AesKey},
     envelope::{self, Classified, Probe, Schema},
-    events,
+    events, strip,
 };
 
 /// What authenticates one profile's callbacks.
@@ -64,7 +65,8 @@ pub struct VerifiedEvent {
     pub event_type: String,
     /// For message events: the message id (Feishu's recommended dedup key).
     pub message_id: Option<String>,
-    /// The decrypted JSON, exactly as received.
+    /// The decrypted JSON less the Verification Token (`header.token`, or the top-level
+    /// `token` of schema 1.0); every other member and value as received.
     pub payload: String,
 }
 
@@ -101,11 +103,10 @@ pub fn verify_event(
     body: &[u8],
     freshness: Freshness,
 ) -> Result<Verified, Rejection> {
-    let outer: Outer = serde_json::from_slice(body)
-        .map_err(|_| Rejection::MalformedJson("body is not a JSON object".into()))?;
-
     let (plaintext, signed) = match creds.encrypt {
         Some((encrypt_key, aes)) => {
+            // The signature covers the raw bytes, so it is checked before they are parsed:
+            // an unsigned body that is not even JSON is refused like any unsigned one.
             let signed = match (headers.timestamp, headers.nonce, headers.signature) {
                 (Some(ts), Some(nonce), Some(sig)) => {
                     let expected = crypto::event_signature(ts, nonce, encrypt_key, body);
@@ -115,6 +116,11 @@ pub fn verify_event(
                     true
                 }
                 _ => false,
+            };
+            let outer = match serde_json::from_slice::<Outer>(body) {
+                Ok(outer) => outer,
+                Err(_) if signed => return Err(not_an_object()),
+                Err(_) => return Err(unsigned()),
             };
             let plaintext = match outer.encrypt {
                 Some(enc) => match crypto::decrypt(aes, &enc) {
@@ -132,6 +138,7 @@ pub fn verify_event(
             (plaintext, signed)
         }
         None => {
+            let outer: Outer = serde_json::from_slice(body).map_err(|_| not_an_object())?;
             if outer.encrypt.is_some() {
                 return Err(Rejection::Undecryptable(
                     "body is encrypted but the profile has no encrypt_key",
@@ -180,6 +187,7 @@ pub fn verify_event(
             check_fresh(headers.timestamp, create_time_secs, freshness)?;
             let payload = String::from_utf8(plaintext)
                 .map_err(|_| Rejection::MalformedJson("body is not UTF-8".into()))?;
+            let payload = strip::without_verification_token(&payload).ok_or_else(not_an_object)?;
             Ok(Verified::Event(VerifiedEvent {
                 schema: Some(schema),
                 event_id,
@@ -240,6 +248,10 @@ pub fn verify_card(
     }))
 }
 
+fn not_an_object() -> Rejection {
+    Rejection::MalformedJson("body is not a JSON object".into())
+}
+
 fn unsigned() -> Rejection {
     Rejection::BadSignature("X-Lark-Signature missing or invalid")
 }
@@ -274,4 +286,83 @@ fn check_fresh(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "unit-key";
+    const VT: &str = "unit-verification-token";
+
+    /// Verifies `body` for a profile with (or without) `key`, with a signature or none.
+    fn check(
+        key: Option<&str>,
+        signature: Option<&str>,
+        body: &str,
+    ) -> Result<Verified, Rejection> {
+        let aes = key.map(AesKey::derive);
+        let creds = Credentials {
+            encrypt: key.zip(aes.as_ref()),
+            verification_token: VT,
+        };
+        let headers = SignedHeaders {
+            timestamp: signature.map(|_| "1"),
+            nonce: signature.map(|_| "2"),
+            signature,
+        };
+        let freshness = Freshness {
+            now_secs: 0,
+            tolerance_secs: 0,
+        };
+        verify_event(creds, headers, body.as_bytes(), freshness)
+    }
+
+    fn sign(body: &str) -> String {
+        crypto::event_signature("1", "2", KEY, body.as_bytes())
+    }
+
+    #[test]
+    fn an_unsigned_non_json_body_to_a_keyed_profile_is_a_bad_signature() {
+        let body = "{not json";
+        assert!(matches!(
+            check(Some(KEY), None, body),
+            Err(Rejection::BadSignature(_))
+        ));
+        assert!(matches!(
+            check(Some(KEY), Some(&sign(body)), body),
+            Err(Rejection::MalformedJson(_))
+        ));
+        assert!(matches!(
+            check(None, None, body),
+            Err(Rejection::MalformedJson(_))
+        ));
+    }
+
+    #[test]
+    fn the_stored_payload_has_no_verification_token() {
+        let plaintext = format!(
+            r#"{{"schema":"2.0","header":{{"event_id":"e1","token":"{VT}","event_type":"im.message.receive_v1"}},"event":{{"k":1}}}}"#
+        );
+        let (body, signature) = crypto::seal(Some(KEY), "1", "2", [7; 16], &plaintext);
+        let Ok(Verified::Event(e)) = check(Some(KEY), Some(&signature), &body) else {
+            panic!("accepted");
+        };
+        let stored: serde_json::Value = serde_json::from_str(&e.payload).expect("JSON");
+        assert_eq!(
+            stored,
+            serde_json::json!({"schema":"2.0","header":{"event_id":"e1","event_type":"im.message.receive_v1"},"event":{"k":1}})
+        );
+        let v1 = format!(
+            r#"{{"uuid":"u1","token":"{VT}","type":"event_callback","event":{{"type":"x"}}}}"#
+        );
+        let Ok(Verified::Event(e)) = check(None, None, &v1) else {
+            panic!("accepted");
+        };
+        let stored: serde_json::Value = serde_json::from_str(&e.payload).expect("JSON");
+        assert_eq!(
+            stored,
+            serde_json::json!({"uuid":"u1","type":"event_callback","event":{"type":"x"}})
+        );
+    }
 }

@@ -74,6 +74,19 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// What went wrong, for logs: the database's code and message, never its detail or
+    /// hint (which can quote the values of a row, that is, message text).
+    pub fn reason(&self) -> String {
+        match self {
+            Self::Database(sqlx::Error::Database(e)) => {
+                format!("{} ({})", e.message(), e.code().unwrap_or_default())
+            }
+            Self::Database(e) => e.to_string(),
+            Self::Migrate(e) => e.to_string(),
+            other => other.to_string(),
+        }
+    }
+
     /// Whether the database itself failed (unreachable, timed out, full, read-only, …)
     /// rather than refusing what was asked of it: the same write can succeed once it is
     /// back, so it is worth retrying without limit.

@@ -1,14 +1,9 @@
 //! The binary itself: config errors, migrate, healthcheck, serve with SIGTERM, and logs
 //! that never carry a secret or a message's text, even at trace level.
 
-use std::{
-    io::{BufRead, BufReader, Read},
-    process::{Child, Command, Stdio},
-};
-
 use crate::support::{
     Signer, TestApp, TestDb,
-    cli::{bridge, write_config},
+    cli::{Served, bridge, write_config},
     config, config_toml, feishu,
 };
 
@@ -103,41 +98,6 @@ async fn healthcheck_exits_0_when_healthy_and_1_when_not() {
     assert_eq!(closed.status.code(), Some(1));
 }
 
-/// Starts `serve` and returns the child and its base URL, read from the log line that
-/// announces the bound address (the listener is bound before the line is written).
-fn serve(
-    config_path: &str,
-    envs: &[(&str, &str)],
-) -> (Child, String, BufReader<std::process::ChildStderr>) {
-    let mut cmd = bridge(&["--config", config_path]);
-    cmd.stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .env("RUST_LOG", "trace");
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("spawn serve");
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut line = String::new();
-    loop {
-        line.clear();
-        let n = stderr.read_line(&mut line).unwrap_or(0);
-        let addr = line
-            .contains("feishu-bridge listening")
-            .then(|| line.split("addr=").nth(1))
-            .flatten()
-            .and_then(|s| s.split_whitespace().next());
-        match (n, addr) {
-            (0, _) => {
-                let status = child.wait();
-                panic!("serve exited before listening: {status:?}");
-            }
-            (_, Some(addr)) => return (child, format!("http://{addr}"), stderr),
-            _ => {}
-        }
-    }
-}
-
 #[tokio::test]
 async fn serve_stops_cleanly_on_sigterm_and_logs_no_secret_or_message_text() {
     let db = TestDb::sqlite();
@@ -153,8 +113,9 @@ async fn serve_stops_cleanly_on_sigterm_and_logs_no_secret_or_message_text() {
             feishu::ENCRYPT_KEY
         ),
     );
-    let (child, base, mut stderr) = serve(
+    let served = Served::start(
         &path,
+        "trace",
         &[
             ("FEISHU_BRIDGE_PLANNER_VERIFICATION_TOKEN", feishu::TOKEN),
             (
@@ -163,7 +124,9 @@ async fn serve_stops_cleanly_on_sigterm_and_logs_no_secret_or_message_text() {
             ),
             ("FEISHU_BRIDGE_ADMIN_TOKEN", "admin-secret-never-logged"),
         ],
-    );
+    )
+    .await;
+    let base = served.base.clone();
     let client = reqwest::Client::new();
     let signer = Signer::default();
     let text = "the quarterly numbers are confidential";
@@ -196,17 +159,8 @@ async fn serve_stops_cleanly_on_sigterm_and_logs_no_secret_or_message_text() {
         .expect("sent");
     assert_eq!(status.status(), 200);
 
-    let pid = child.id().to_string();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let mut child = child;
-    let exit = child.wait().expect("wait");
+    let (exit, logs) = served.stop();
     assert!(exit.success(), "serve exits 0 on SIGTERM, got {exit:?}");
-    let mut logs = String::new();
-    stderr.read_to_string(&mut logs).expect("read logs");
     assert!(
         logs.contains("shutting down"),
         "graceful shutdown is logged"

@@ -2,7 +2,7 @@
 
 use crate::{
     both_backends,
-    support::{Signer, TestApp, TestDb, config, config_toml, feishu},
+    support::{ADMIN, Signer, TestApp, TestDb, config, config_toml, feishu},
 };
 
 /// A second profile without an encrypt key.
@@ -193,4 +193,119 @@ async fn plaintext_profiles_and_challenges(db: TestDb) {
 both_backends!(
     challenges_and_plaintext_profiles,
     plaintext_profiles_and_challenges
+);
+
+/// `(status, code, message)` of a request; asserts the JSON error shape on the way.
+async fn shaped(resp: reqwest::Response) -> (u16, String, String) {
+    let json_type = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    let a = crate::support::app::answer(resp).await;
+    assert!(json_type, "not JSON: {} {}", a.status, a.text);
+    let message = a.json["error"]["message"].as_str().unwrap_or_default();
+    assert!(!message.is_empty(), "{}", a.text);
+    (a.status, a.code().to_string(), message.to_string())
+}
+
+async fn framework_rejections(db: TestDb) {
+    let mut cfg = config(&config_toml(&db, ""));
+    cfg.server.max_body_bytes = 4096;
+    cfg.worker.enabled = false;
+    let app = TestApp::spawn(cfg).await;
+    let get = |path: &str| {
+        app.client
+            .get(format!("{}{path}", app.base))
+            .bearer_auth(ADMIN)
+    };
+    let send =
+        |rb: reqwest::RequestBuilder| async move { shaped(rb.send().await.expect("sent")).await };
+
+    // Query strings the handler cannot use: the parameter is named, its value is not.
+    let (status, code, message) = send(get("/explain/om_x?verbose=maybe")).await;
+    assert_eq!((status, code.as_str()), (400, "bad_request"), "{message}");
+    assert!(
+        message.contains("verbose") && !message.contains("maybe"),
+        "{message}"
+    );
+    let (status, code, message) = send(get("/turns?limit=abc")).await;
+    assert_eq!((status, code.as_str()), (400, "bad_request"), "{message}");
+    assert!(
+        message.contains("limit") && !message.contains("abc"),
+        "{message}"
+    );
+
+    // A path segment that is not UTF-8 once percent-decoded.
+    for path in ["/explain/%FF", "/sessions/%C3%28", "/turns/%FF%FE"] {
+        let (status, code, message) = send(get(path)).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (400, "bad_request"),
+            "{path}: {message}"
+        );
+    }
+    let post = |path: &str| app.client.post(format!("{}{path}", app.base));
+    let (status, code, _) = send(post("/webhook/%FF/event").body("{}")).await;
+    assert_eq!((status, code.as_str()), (400, "bad_request"));
+    let (status, code, _) = send(post("/agent/planner/turns/%FF/output").body("{}")).await;
+    assert_eq!((status, code.as_str()), (400, "bad_request"));
+
+    // A known path with a method it does not serve keeps its Allow header.
+    let resp = post("/status")
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .expect("sent");
+    let allow = resp.headers().get("allow").cloned();
+    let (status, code, _) = shaped(resp).await;
+    assert_eq!((status, code.as_str()), (405, "method_not_allowed"));
+    assert!(allow.is_some_and(|a| a.to_str().unwrap_or_default().contains("GET")));
+    let resp = app
+        .client
+        .delete(format!("{}/webhook/planner/event", app.base))
+        .send()
+        .await
+        .expect("sent");
+    let (status, code, _) = shaped(resp).await;
+    assert_eq!((status, code.as_str()), (405, "method_not_allowed"));
+
+    // The agent callback's body extractor refuses an oversized body in our shape.
+    let big = format!(r#"{{"output":"{}"}}"#, "x".repeat(8000));
+    let (status, code, _) = send(post("/agent/planner/turns/turn_1/output").body(big)).await;
+    assert_eq!((status, code.as_str()), (413, "payload_too_large"));
+
+    // Client text is echoed bounded, never in full.
+    let long = "p".repeat(10_000);
+    let echoes = [
+        get(&format!("/explain/message/om_x?profile={long}")),
+        post(&format!("/webhook/{long}/event")).body("{}"),
+        get(&format!("/sessions/{long}")),
+        get(&format!("/turns/{long}")),
+        get(&format!("/turns?state={long}")),
+        post(&format!("/agent/{long}/turns/turn_1/output")).body("{}"),
+    ];
+    for rb in echoes {
+        let (status, code, message) = send(rb).await;
+        assert!(matches!(status, 400 | 404), "{status} {code}");
+        assert!(message.chars().count() < 300, "{code}: {message}");
+        assert!(
+            message.contains('…') && !message.contains(&"p".repeat(100)),
+            "{message}"
+        );
+    }
+
+    // An unsigned body that is not JSON, to the keyed profile: unsigned first of all.
+    let garbage = crate::support::Request {
+        body: "not json at all".into(),
+        headers: vec![],
+    };
+    let a = app.event(&garbage).await;
+    assert_eq!((a.status, a.code()), (401, "bad_signature"), "{}", a.text);
+    assert_eq!(db.count("inbox_events").await, 0, "nothing stored");
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    framework_rejections_answer_in_the_error_shape,
+    framework_rejections
 );

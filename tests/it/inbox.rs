@@ -1,10 +1,12 @@
 //! The durable inbox: dedup, processing once, restarts, retries and failures.
 
+use std::sync::atomic::Ordering;
+
 use serde_json::json;
 
 use crate::{
     both_backends,
-    support::{Signer, TestApp, TestDb, config, config_toml},
+    support::{Signer, TestApp, TestDb, config, config_toml, fake_feishu::FakeFeishu, feishu::Msg},
 };
 
 async fn same_event_five_times(db: TestDb) {
@@ -98,14 +100,16 @@ both_backends!(
     acked_while_stopped
 );
 
-async fn failures_retry_then_fail(db: TestDb) {
+async fn parse_failure_fails_at_once(db: TestDb) {
     let mut cfg = config(&config_toml(&db, ""));
     cfg.worker.max_attempts = 3;
     let mut app = TestApp::spawn(cfg).await;
     let signer = Signer::default();
-    // Well-formed and authentic, but the message has no chat: processing cannot parse it.
+    // Authentic, but the chat id is a number: no retry can make it parse.
     let broken = json!({"sender": {"sender_type": "user", "sender_id": {"open_id": "ou_x"}},
-                        "message": {"message_id": "om-broken"}});
+                        "message": {"message_id": "om-broken", "chat_id": 730_193_871,
+                                    "chat_type": "group", "message_type": "text",
+                                    "content": "{\"text\":\"hi\"}"}});
     let a = app
         .event(&signer.request(&signer.envelope("ev-broken", "im.message.receive_v1", broken)))
         .await;
@@ -113,34 +117,38 @@ async fn failures_retry_then_fail(db: TestDb) {
         a.status, 200,
         "acknowledged: Feishu must not retry what we stored"
     );
+    assert_eq!(app.processed("ev-broken").await.outcome, "failed");
 
-    let mut outcomes = Vec::new();
-    for _ in 0..3 {
-        outcomes.push(app.processed("ev-broken").await.outcome);
-    }
-    assert_eq!(outcomes, ["retry", "retry", "failed"]);
-
+    let row = app
+        .state
+        .store
+        .inbox_event("planner", "ev-broken")
+        .await
+        .expect("store")
+        .expect("row");
+    assert_eq!(
+        (row.status.as_str(), row.attempts),
+        ("failed", 1),
+        "failed after exactly one attempt"
+    );
+    let reason = "im.message.receive_v1: wrong type at event.message.chat_id: expected a string, found an integer";
     let status = app.get("/status").await;
     assert_eq!(status.json["inbox"]["failed"], 1, "{}", status.text);
     let problem = &status.json["inbox"]["problems"][0];
     assert_eq!(
-        (problem["event_id"].as_str(), problem["attempts"].as_i64()),
-        (Some("ev-broken"), Some(3))
+        (
+            problem["event_id"].as_str(),
+            problem["attempts"].as_i64(),
+            problem["last_error"].as_str()
+        ),
+        (Some("ev-broken"), Some(1), Some(reason)),
+        "the reason names the path and the kinds, not the value"
     );
-    assert!(
-        problem["last_error"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("chat_id"),
-        "{problem}"
-    );
+    assert!(!status.text.contains("730193871"), "{}", status.text);
 
     let metrics = app.get_anonymous("/metrics").await.text;
-    assert!(
-        metrics.contains("feishu_bridge_inbox_failed 1"),
-        "{metrics}"
-    );
-    assert!(metrics.contains(r#"feishu_bridge_events_processed_total{event_type="im.message.receive_v1",outcome="retry",profile="planner"} 2"#), "{metrics}");
+    assert!(metrics.contains(r#"feishu_bridge_events_processed_total{event_type="im.message.receive_v1",outcome="failed",profile="planner"} 1"#), "{metrics}");
+    assert!(!metrics.contains(r#"outcome="retry""#), "{metrics}");
 
     // A good event still flows past the failed one.
     let a = app
@@ -151,6 +159,79 @@ async fn failures_retry_then_fail(db: TestDb) {
     app.stop().await.expect("clean stop");
 }
 both_backends!(
-    processing_failures_are_retried_with_backoff_and_then_visible_as_failed,
-    failures_retry_then_fail
+    a_payload_that_does_not_parse_fails_after_one_attempt_without_its_values,
+    parse_failure_fails_at_once
+);
+
+/// The worker's reports on `event_id`, until one is final.
+async fn outcomes(app: &mut TestApp, event_id: &str) -> Vec<&'static str> {
+    let mut seen = Vec::new();
+    loop {
+        let outcome = app.processed(event_id).await.outcome;
+        seen.push(outcome);
+        if outcome != "retry" {
+            return seen;
+        }
+    }
+}
+
+async fn transient_failures_retry(db: TestDb) {
+    let fake = FakeFeishu::planner().await;
+    let mut cfg = config(&config_toml(&db, &fake.profile_keys()));
+    cfg.worker.max_attempts = 3;
+    let mut app = TestApp::spawn(cfg).await;
+    let signer = Signer::default();
+    // The Open API refuses the /help reply twice with a 5xx, then takes it.
+    fake.state
+        .failures
+        .lock()
+        .expect("lock")
+        .extend([(500, 1000), (503, 1000)]);
+    let help = Msg::group("om_help", "/help").at_bot();
+    assert_eq!(app.event(&signer.deliver(&help)).await.status, 200);
+    assert_eq!(
+        outcomes(&mut app, "ev-om_help").await,
+        ["retry", "retry", "done"]
+    );
+    assert_eq!(fake.state.send_attempts.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        fake.state.sent.lock().expect("lock").len(),
+        1,
+        "answered once"
+    );
+    assert_eq!(app.recorded("planner", "om_help").await, ["command"]);
+
+    // Refused on every attempt: failed after max_attempts, and visible as such.
+    fake.state
+        .failures
+        .lock()
+        .expect("lock")
+        .extend([(500, 1000), (500, 1000), (500, 1000)]);
+    let again = Msg::group("om_help_2", "/help").at_bot();
+    assert_eq!(app.event(&signer.deliver(&again)).await.status, 200);
+    assert_eq!(
+        outcomes(&mut app, "ev-om_help_2").await,
+        ["retry", "retry", "failed"]
+    );
+    let status = app.get("/status").await;
+    assert_eq!(status.json["inbox"]["failed"], 1, "{}", status.text);
+    let problem = &status.json["inbox"]["problems"][0];
+    assert_eq!(
+        (problem["event_id"].as_str(), problem["attempts"].as_i64()),
+        (Some("ev-om_help_2"), Some(3))
+    );
+    assert!(
+        problem["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("reply not sent: "),
+        "{problem}"
+    );
+    let metrics = app.get_anonymous("/metrics").await.text;
+    assert!(metrics.contains(r#"feishu_bridge_events_processed_total{event_type="im.message.receive_v1",outcome="retry",profile="planner"} 4"#), "{metrics}");
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    transient_failures_are_retried_with_backoff_and_then_visible_as_failed,
+    transient_failures_retry
 );

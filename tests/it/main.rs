@@ -9,6 +9,7 @@ mod context;
 mod errors;
 mod explain;
 mod full_loop;
+mod hygiene;
 mod inbox;
 mod openai_agent;
 mod operating;
