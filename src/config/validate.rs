@@ -23,6 +23,7 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
             "must be positive",
         ));
     }
+    super::limits::validate(server)?;
     if server.admin_token().is_none() && !addr.ip().is_loopback() && !server.allow_unauthenticated {
         return Err(ConfigError::new(
             "server.admin_token",
