@@ -5,7 +5,8 @@
 //! inbox worker normalizes each message ([`protocol::content`]), routes it ([`routing`]),
 //! records its facts ([`context`]), runs [`commands`] and queues turns per session
 //! ([`session_queue`]); replies leave through [`outbound`]. [`config`], [`identity`],
-//! [`feishu_api`], [`telemetry`] and [`app`] hold it together.
+//! [`feishu_api`], [`telemetry`] and [`app`] hold it together; [`server`] accepts the
+//! connections and bounds them.
 
 pub mod agent;
 pub mod app;
@@ -23,6 +24,7 @@ pub mod ops;
 pub mod outbound;
 pub mod protocol;
 pub mod routing;
+pub mod server;
 pub mod session_queue;
 pub mod simulate;
 pub mod store;

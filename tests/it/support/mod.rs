@@ -10,6 +10,7 @@ pub mod fake_openai;
 pub mod feishu;
 pub mod gated_agent;
 pub mod proxy;
+pub mod raw;
 
 pub use app::{ADMIN, Answer, TestApp, config, config_toml};
 pub use db::{Kind, TestDb};
