@@ -246,9 +246,10 @@ impl Bridge {
         &self.state
     }
 
-    /// Serves HTTP on `listener` until `shutdown` resolves; then stops accepting, lets
-    /// in-flight requests finish, lets the worker finish its current event, and stops
-    /// the committers once nothing can submit to them any more.
+    /// Serves HTTP on `listener`, within the connection limits of `[server]` (see
+    /// [`crate::server`]), until `shutdown` resolves; then stops accepting, lets in-flight
+    /// requests finish, lets the worker finish its current event, and stops the
+    /// committers once nothing can submit to them any more.
     pub async fn serve(
         self,
         listener: TcpListener,
@@ -256,26 +257,31 @@ impl Bridge {
     ) -> anyhow::Result<()> {
         let grace = Duration::from_secs(self.state.config.server.shutdown_grace_secs);
         let router = crate::http::router(self.state.clone());
+        let limits = crate::server::Limits::from_config(&self.state.config.server);
         let worker_stop = self.worker_stop.clone();
         let signalled = CancellationToken::new();
         let signalled_in = signalled.clone();
-        let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("shutting down: no new connections; finishing in-flight work");
-            worker_stop.cancel();
-            signalled_in.cancel();
-        });
-        let mut server = std::pin::pin!(server.into_future());
+        let server = crate::server::serve(
+            listener,
+            router,
+            limits,
+            self.state.metrics.clone(),
+            async move {
+                shutdown.await;
+                tracing::info!("shutting down: no new connections; finishing in-flight work");
+                worker_stop.cancel();
+                signalled_in.cancel();
+            },
+        );
         // Once the signal came, in-flight requests get `grace` to finish.
-        let served = tokio::select! {
-            r = &mut server => r,
+        tokio::select! {
+            () = server => {}
             () = async { signalled.cancelled().await; tokio::time::sleep(grace).await } => {
                 tracing::warn!("in-flight requests did not finish within the grace period");
-                Ok(())
             }
-        };
+        }
         self.stop(grace).await;
-        served.context("HTTP server failed")
+        Ok(())
     }
 
     /// Stops the background tasks (used by `serve`, and by tests that never served):

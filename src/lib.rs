@@ -5,8 +5,9 @@
 //! inbox worker normalizes each message ([`protocol::content`]), routes it ([`routing`]),
 //! records its facts ([`context`]), runs [`commands`] and queues turns per session
 //! ([`session_queue`]); replies leave through [`outbound`]. [`config`], [`identity`],
-//! [`feishu_api`], [`telemetry`] and [`app`] hold it together; [`redact`] keeps client
-//! and message text out of errors and logs.
+//! [`feishu_api`], [`telemetry`] and [`app`] hold it together; [`server`] accepts the
+//! connections and bounds them; [`redact`] keeps client and message text out of errors
+//! and logs.
 
 pub mod agent;
 pub mod app;
@@ -25,6 +26,7 @@ pub mod outbound;
 pub mod protocol;
 pub mod redact;
 pub mod routing;
+pub mod server;
 pub mod session_queue;
 pub mod simulate;
 pub mod store;

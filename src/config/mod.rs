@@ -4,6 +4,7 @@
 //! Secrets are [`SecretString`]s, which never print; a validation error names the key it
 //! is about, in the `profiles[1].encrypt_key` form.
 
+mod limits;
 mod load;
 mod validate;
 
@@ -70,6 +71,17 @@ pub struct ServerConfig {
     pub ack_deadline_ms: u64,
     /// How long a graceful shutdown may take before in-flight work is abandoned.
     pub shutdown_grace_secs: u64,
+    /// How long a client may take to send a request head, from its first byte (or, on a
+    /// new connection, from the accept).
+    pub header_timeout_secs: u64,
+    /// How long a client may take to send a request body, from the end of its head.
+    pub body_timeout_secs: u64,
+    /// How long a kept-alive connection may wait for its next request; keep it above
+    /// the idle timeout of the reverse proxy's upstream connections.
+    pub idle_timeout_secs: u64,
+    /// Most connections served at once; at the cap the waiting connection nearest to its
+    /// deadline makes room for a new one. Keep it well below the file-descriptor limit.
+    pub max_connections: u32,
 }
 
 impl Default for ServerConfig {
@@ -85,6 +97,10 @@ impl Default for ServerConfig {
             request_timeout_secs: 30,
             ack_deadline_ms: 2500,
             shutdown_grace_secs: 20,
+            header_timeout_secs: 10,
+            body_timeout_secs: 10,
+            idle_timeout_secs: 75,
+            max_connections: 512,
         }
     }
 }

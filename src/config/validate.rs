@@ -29,6 +29,7 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
             "must be between 1 and 2999: Feishu stops waiting after 3 s and sends the event again",
         ));
     }
+    super::limits::validate(server)?;
     if server.admin_token().is_none() && !addr.ip().is_loopback() && !server.allow_unauthenticated {
         return Err(ConfigError::new(
             "server.admin_token",

@@ -29,6 +29,13 @@ pub struct Metrics {
     pub commit_batch_size: HistogramVec,
     /// Turns that ended, by profile and outcome.
     pub turns_finished: IntCounterVec,
+    /// HTTP connections being served now.
+    pub http_connections: IntGauge,
+    /// Most HTTP connections served at once since start.
+    pub http_connections_peak: IntGauge,
+    /// Connections the server closed, by reason (`header_timeout`, `body_timeout`,
+    /// `idle_timeout`, `evicted`).
+    pub http_connections_closed: IntCounterVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -101,6 +108,28 @@ impl Metrics {
             &["profile", "outcome"],
         )
         .expect("valid metric");
+        let http_connections = IntGauge::new(
+            "http_connections",
+            "HTTP connections being served now (at most server.max_connections).",
+        )
+        .expect("valid metric");
+        let http_connections_peak = IntGauge::new(
+            "http_connections_peak",
+            "Most HTTP connections served at once since start (at most server.max_connections).",
+        )
+        .expect("valid metric");
+        let http_connections_closed = IntCounterVec::new(
+            Opts::new(
+                "http_connections_closed_total",
+                "Connections the server closed: a time limit passed, or evicted to make room \
+                 at max_connections.",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        for reason in ["header_timeout", "body_timeout", "idle_timeout", "evicted"] {
+            http_connections_closed.with_label_values(&[reason]);
+        }
         let m = Self {
             registry,
             webhook_requests,
@@ -112,13 +141,16 @@ impl Metrics {
             store_errors,
             commit_batch_size,
             turns_finished,
+            http_connections,
+            http_connections_peak,
+            http_connections_closed,
         };
         m.register_all();
         m
     }
 
     fn register_all(&self) {
-        let collectors: [Box<dyn prometheus::core::Collector>; 9] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 12] = [
             Box::new(self.webhook_requests.clone()),
             Box::new(self.http_duration.clone()),
             Box::new(self.inbox_pending.clone()),
@@ -128,6 +160,9 @@ impl Metrics {
             Box::new(self.store_errors.clone()),
             Box::new(self.commit_batch_size.clone()),
             Box::new(self.turns_finished.clone()),
+            Box::new(self.http_connections.clone()),
+            Box::new(self.http_connections_peak.clone()),
+            Box::new(self.http_connections_closed.clone()),
         ];
         for c in collectors {
             self.registry.register(c).expect("metric names are unique");

@@ -5,6 +5,7 @@ mod agents;
 mod cards;
 mod cli;
 mod commands;
+mod connections;
 mod context;
 mod errors;
 mod explain;

@@ -11,6 +11,7 @@ pub mod feishu;
 pub mod full_disk;
 pub mod gated_agent;
 pub mod proxy;
+pub mod raw;
 
 pub use app::{ADMIN, Answer, TestApp, config, config_toml};
 pub use db::{Kind, TestDb};
