@@ -3,22 +3,32 @@
 //! Without an Encrypt Key the Verification Token is a profile's only credential, and
 //! every envelope carries it: schema 2.0 in `header.token`, schema 1.0 (and the
 //! challenge) as the top-level `token`. Once the envelope is verified the bridge has no
-//! further use for it, so the member is removed and the document serialised again (same
-//! members and values; object keys in sorted order, which no reader of it depends on).
+//! further use for it, so the member is removed and the document written again: the same
+//! members, every value byte for byte as received, the envelope's own keys in sorted
+//! order (no reader of it depends on their order).
 //!
 //! Card-update tokens are not touched: `event.token` of `card.action.trigger` and the
 //! top-level `token` of a legacy card callback (which goes through `verify_card`, not
 //! here) are `c-…` tokens for a delayed card update, not the profile's credential.
 
-use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
+
+/// An object's members, each value kept as the exact JSON text it arrived as.
+type Members = BTreeMap<String, Box<RawValue>>;
 
 /// `json`, an envelope, without its top-level `token` and without `header.token`;
-/// `None` when it is not a JSON object.
+/// `None` when it is not a JSON object. Only the envelope and its header are decoded:
+/// every other value is copied as received.
 pub fn without_verification_token(json: &str) -> Option<String> {
-    let mut envelope: Map<String, Value> = serde_json::from_str(json).ok()?;
+    let mut envelope: Members = serde_json::from_str(json).ok()?;
     envelope.remove("token");
-    if let Some(Value::Object(header)) = envelope.get_mut("header") {
-        header.remove("token");
+    if let Some(header) = envelope.get_mut("header")
+        && let Ok(mut members) = serde_json::from_str::<Members>(header.get())
+        && members.remove("token").is_some()
+    {
+        *header = serde_json::value::to_raw_value(&members).ok()?;
     }
     serde_json::to_string(&envelope).ok()
 }

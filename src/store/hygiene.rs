@@ -4,46 +4,30 @@
 //! `SQLITE_IOERR`, …). sqlx's own `ROLLBACK` then fails ("no transaction is active") and
 //! sqlx keeps counting the transaction; the next `begin()` on that connection becomes a
 //! `SAVEPOINT` that opens a real transaction nobody commits, and every later autocommit
-//! statement on it is silently swallowed. So on every release the pool checks that the
-//! connection is outside any transaction — by SQLite's own state and by sqlx's count —
-//! and closes it otherwise. A dropped operation (a timeout) is covered the same way.
+//! statement on it is silently swallowed. So a connection that sqlx still counts inside a
+//! transaction when it is released is closed, never reused. That covers every way in: a
+//! transaction only stays counted after a `COMMIT` or `ROLLBACK` that failed, or one
+//! still queued from a dropped operation (a timeout) — closing that one as well costs a
+//! reconnect, never a write. The check reads sqlx's count, so it costs no round trip.
+//!
+//! The inbox committer does not rely on it alone: each batch begins with its own
+//! `BEGIN IMMEDIATE`, which SQLite refuses inside a transaction and which sqlx confirms
+//! left SQLite's autocommit mode, so a batch is committed for real or not at all.
 
 use std::{future::Future, pin::Pin};
 
-use sqlx::{Connection, PgConnection, SqliteConnection, pool::PoolConnectionMetadata};
+use sqlx::{Connection, pool::PoolConnectionMetadata};
 
 /// What a pool hook returns.
 type Verdict<'c> = Pin<Box<dyn Future<Output = Result<bool, sqlx::Error>> + Send + 'c>>;
 
-/// `after_release` hook of the SQLite pool: `Ok(true)` keeps the connection.
-pub(crate) fn sqlite_after_release(
-    conn: &mut SqliteConnection,
-    _: PoolConnectionMetadata,
-) -> Verdict<'_> {
-    Box::pin(async move {
-        // A `BEGIN` fails inside a transaction. It also runs after anything still queued
-        // on the connection (a dropped transaction's rollback), so sqlx's count is
-        // settled when it is read below.
-        let outside = sqlx::query("BEGIN").execute(&mut *conn).await.is_ok()
-            && sqlx::query("ROLLBACK").execute(&mut *conn).await.is_ok()
-            && !conn.is_in_transaction();
-        if !outside {
-            tracing::warn!("a SQLite connection left inside a transaction was closed");
-        }
-        Ok(outside)
-    })
-}
-
-/// `after_release` hook of the Postgres pool: a connection sqlx still counts inside a
-/// transaction is closed (the server then rolls back whatever it held).
-pub(crate) fn pg_after_release(conn: &mut PgConnection, _: PoolConnectionMetadata) -> Verdict<'_> {
-    Box::pin(async move {
-        let outside = !conn.is_in_transaction();
-        if !outside {
-            tracing::warn!("a Postgres connection left inside a transaction was closed");
-        }
-        Ok(outside)
-    })
+/// `after_release` hook of both pools: `Ok(true)` keeps the connection.
+pub(crate) fn after_release<C: Connection>(conn: &mut C, _: PoolConnectionMetadata) -> Verdict<'_> {
+    let outside = !conn.is_in_transaction();
+    if !outside {
+        tracing::warn!("a database connection left inside a transaction was closed");
+    }
+    Box::pin(std::future::ready(Ok(outside)))
 }
 
 #[cfg(test)]
@@ -55,7 +39,7 @@ mod tests {
         sqlite::{SqliteConnectOptions, SqlitePoolOptions},
     };
 
-    use super::sqlite_after_release;
+    use super::after_release;
 
     /// A one-connection pool whose connections may grow the file to `pages` pages.
     async fn pool(url: &str, pages: &str, hook: bool) -> sqlx::SqlitePool {
@@ -66,7 +50,7 @@ mod tests {
             .pragma("max_page_count", pages.to_string());
         let mut pool = SqlitePoolOptions::new().max_connections(1);
         if hook {
-            pool = pool.after_release(sqlite_after_release);
+            pool = pool.after_release(after_release);
         }
         pool.connect_with(options).await.expect("pool")
     }

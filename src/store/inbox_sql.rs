@@ -302,27 +302,14 @@ macro_rules! impl_inbox_store {
                 &self,
                 events: &[$crate::store::NewInboxEvent],
             ) -> Result<Vec<$crate::store::InsertOutcome>, $crate::store::StoreError> {
-                use sqlx::Connection as _;
                 use $crate::store::inbox_sql as sql;
                 if events.is_empty() {
                     return Ok(Vec::new());
                 }
                 let q = sql::insert_inbox(events.len());
                 $crate::store::bounded(self.timeout, async {
-                    sql::on_own_connection!(self.pool, |conn| async {
-                        // A transaction of our own, begun outside any other: when its
-                        // commit returns, the rows are durable.
-                        let mut tx = conn.begin_with($begin_write).await?;
-                        // Statement text varies with the batch size: not worth caching.
-                        let mut query =
-                            sqlx::query_as::<_, (String, String)>(&q).persistent(false);
-                        for e in events {
-                            query = sql::bind_new_event!(query, e);
-                        }
-                        let inserted = query.fetch_all(&mut *tx).await?;
-                        tx.commit().await?;
-                        Ok::<_, $crate::store::StoreError>(sql::outcomes(events, inserted))
-                    })
+                    let inserted = self.write_inbox(&q, events).await?;
+                    Ok(sql::outcomes(events, inserted))
                 })
                 .await
             }

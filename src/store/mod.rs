@@ -14,6 +14,7 @@ mod inbox;
 pub(crate) mod inbox_sql;
 mod postgres;
 mod sqlite;
+mod sqlite_inbox;
 pub(crate) mod turn_sql;
 mod turns;
 
@@ -71,6 +72,10 @@ pub enum StoreError {
     /// A row held a value this version cannot read.
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// A write was not confirmed committed (its connection's transaction state was in
+    /// doubt); the connection was closed and nothing may be assumed stored.
+    #[error("the write was not confirmed committed")]
+    NotCommitted,
 }
 
 impl StoreError {

@@ -42,12 +42,36 @@ impl PgStore {
         let connect = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(timeout)
-            .after_release(super::hygiene::pg_after_release)
+            .after_release(super::hygiene::after_release)
             .connect_with(options);
         let pool = tokio::time::timeout(timeout, connect)
             .await
             .map_err(|_| StoreError::Timeout(timeout))??;
         Ok(Self { pool, timeout })
+    }
+}
+
+impl PgStore {
+    /// Writes a group commit: one autocommit statement on a connection outside any
+    /// transaction (Postgres never ends a transaction block by itself, so sqlx's count
+    /// is exact), so its success means it committed.
+    async fn write_inbox(
+        &self,
+        q: &str,
+        events: &[super::NewInboxEvent],
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        use sqlx::Connection as _;
+        super::inbox_sql::on_own_connection!(self.pool, |conn| async {
+            if conn.is_in_transaction() {
+                return Err(StoreError::NotCommitted);
+            }
+            // Statement text varies with the batch size: not worth caching.
+            let mut query = sqlx::query_as::<_, (String, String)>(q).persistent(false);
+            for e in events {
+                query = super::inbox_sql::bind_new_event!(query, e);
+            }
+            Ok(query.fetch_all(&mut *conn).await?)
+        })
     }
 }
 

@@ -3,23 +3,26 @@
 //! With WAL and `FULL`, a commit returns only after the WAL is fsynced, so an
 //! acknowledged event survives a process crash and a power loss. Group commit (the inbox
 //! committer batching concurrent requests into one transaction) pays that fsync once per
-//! batch instead of once per event. A connection left inside a transaction is closed,
-//! never reused (see `hygiene`).
+//! batch instead of once per event. The inbox is written on a connection of its own, on
+//! which each batch's commit is confirmed (see `sqlite_inbox`); a pooled connection left
+//! inside a transaction is closed, never reused (see `hygiene`).
 
-use std::{str::FromStr, time::Duration};
+use std::{str::FromStr, sync::Arc, time::Duration};
 
 use sqlx::{
     SqlitePool,
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
 
-use super::{Backend, StoreError};
+use super::{Backend, NewInboxEvent, StoreError, sqlite_inbox::InboxWriter};
 
 /// The SQLite store.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
     timeout: Duration,
+    options: SqliteConnectOptions,
+    inbox: Arc<InboxWriter>,
 }
 
 impl SqliteStore {
@@ -43,14 +46,29 @@ impl SqliteStore {
         options: SqliteConnectOptions,
         timeout: Duration,
     ) -> Result<Self, StoreError> {
+        let options = options.busy_timeout(timeout);
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .min_connections(1)
             .acquire_timeout(timeout)
-            .after_release(super::hygiene::sqlite_after_release)
-            .connect_with(options.busy_timeout(timeout))
+            .after_release(super::hygiene::after_release)
+            .connect_with(options.clone())
             .await?;
-        Ok(Self { pool, timeout })
+        Ok(Self {
+            pool,
+            timeout,
+            options,
+            inbox: Arc::default(),
+        })
+    }
+
+    /// Writes a group commit on the inbox's own connection (see `sqlite_inbox`).
+    async fn write_inbox(
+        &self,
+        q: &str,
+        events: &[NewInboxEvent],
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.inbox.insert(&self.options, q, events).await
     }
 }
 
