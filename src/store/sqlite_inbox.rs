@@ -117,7 +117,9 @@ mod tests {
         let store = crate::store::SqliteStore::open(&url, std::time::Duration::from_secs(5))
             .await
             .expect("store");
-        crate::store::InboxStore::migrate(&store).await.expect("migrate");
+        crate::store::InboxStore::migrate(&store)
+            .await
+            .expect("migrate");
         let options = crate::store::SqliteStore::options(&url).expect("options");
         let writer = InboxWriter::default();
         let q = inbox_sql::insert_inbox(1);
@@ -129,11 +131,20 @@ mod tests {
         {
             let mut slot = writer.slot.lock().await;
             let w = slot.as_mut().expect("open");
-            sqlx::query("BEGIN").execute(&mut w.conn).await.expect("begin");
+            sqlx::query("BEGIN")
+                .execute(&mut w.conn)
+                .await
+                .expect("begin");
         }
         let swallowed = writer.insert(&options, &q, &[event("b")]).await;
-        assert!(matches!(swallowed, Err(StoreError::NotCommitted)), "{swallowed:?}");
-        assert!(writer.slot.lock().await.is_none(), "the connection was dropped");
+        assert!(
+            matches!(swallowed, Err(StoreError::NotCommitted)),
+            "{swallowed:?}"
+        );
+        assert!(
+            writer.slot.lock().await.is_none(),
+            "the connection was dropped"
+        );
 
         // A fresh connection takes the retry, and it is committed.
         let rows = writer.insert(&options, &q, &[event("b")]).await;

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::runner::{TurnJob, TurnRunner};
+use super::{job::TurnJob, runner::TurnRunner};
 use crate::{
     config::{Config, WorkspaceMode},
     context::{

@@ -4,7 +4,8 @@
 
 use super::{
     card::{CARD_TEXT_MAX, CardState, answer_card},
-    runner::{TurnError, TurnJob, TurnRunner},
+    job::TurnJob,
+    runner::{TurnError, TurnRunner},
 };
 use crate::{
     context::{collector::token_estimate, selector::truncate},

@@ -13,10 +13,12 @@
 pub mod card;
 mod context;
 mod deliver;
+mod job;
 mod persist;
 mod recovery;
 mod runner;
 mod stream;
 
+pub use job::TurnJob;
 pub use recovery::Recovered;
-pub use runner::{RunnerParts, TurnDone, TurnJob, TurnRunner};
+pub use runner::{RunnerParts, TurnDone, TurnRunner};

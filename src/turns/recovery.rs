@@ -6,11 +6,7 @@
 
 use std::sync::Arc;
 
-use super::{
-    card::CardState,
-    deliver::ReplyTo,
-    runner::{TurnJob, TurnRunner},
-};
+use super::{card::CardState, deliver::ReplyTo, job::TurnJob, runner::TurnRunner};
 use crate::{
     session_queue::SessionQueues,
     store::{StoreError, TurnRow, TurnState},

@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 use super::{
     card::{CARD_TEXT_MAX, CardState, answer_card},
     deliver::ReplyTo,
-    runner::{TurnJob, TurnRunner},
+    job::TurnJob,
+    runner::TurnRunner,
 };
 use crate::outbound::CardReply;
 
