@@ -282,12 +282,34 @@ async fn store(
     // acknowledged.
     let body = match (card_payload, outcome) {
         (Some(payload), InsertOutcome::Inserted) => {
-            crate::card_actions::answer(app, profile, &event_type, &payload).await
+            card_answer(app, profile, &event_type, payload, deadline).await
         }
         (Some(_), InsertOutcome::Duplicate) => json!({}),
         (None, _) => json!({ "msg": "success" }),
     };
     Ok((label, Json(body).into_response()))
+}
+
+/// The toast for a stored card action; if working it out (a database read, a reset)
+/// would outlast the deadline, a toast that says it is under way — what the button does
+/// goes on after the answer.
+async fn card_answer(
+    app: &AppState,
+    profile: &str,
+    event_type: &str,
+    payload: String,
+    deadline: Instant,
+) -> serde_json::Value {
+    let (state, profile, event_type) = (app.clone(), profile.to_string(), event_type.to_string());
+    let work = tokio::spawn(async move {
+        crate::card_actions::answer(&state, &profile, &event_type, &payload).await
+    });
+    match tokio::time::timeout_at(deadline, work).await {
+        Ok(Ok(body)) => body,
+        _ => {
+            json!({"toast": {"type": "info", "content": "Working on it; this can take a moment."}})
+        }
+    }
 }
 
 fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {

@@ -413,3 +413,43 @@ both_backends!(
     a_restart_takes_back_the_claims_of_the_killed_process_at_once,
     restart_reclaims
 );
+
+/// Postgres only: SQLite's readers never wait on a lock (WAL), so a card's read cannot
+/// stall there.
+#[tokio::test]
+async fn a_card_press_whose_answer_stalls_on_the_database_is_answered_within_feishus_deadline() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let mut cfg = config(&config_toml(&db, ""));
+    cfg.worker.enabled = false;
+    // The database bound alone would let the answer wait 5 s for the stalled read.
+    cfg.database.timeout_ms = 5000;
+    let app = TestApp::spawn(cfg).await;
+    let mut c = sqlx::PgConnection::connect(&db.url).await.expect("connect");
+    sqlx::query("BEGIN").execute(&mut c).await.expect("begin");
+    sqlx::query("LOCK TABLE turns IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut c)
+        .await
+        .expect("lock");
+    let signer = Signer::default();
+    let event = serde_json::json!({
+        "operator": {"open_id": "ou_alice", "tenant_key": "tenant_test"},
+        "token": "c-delayed-update-token",
+        "action": {"value": {"action": "stop", "turn_id": "turn_0123"}, "tag": "button"},
+        "context": {"open_message_id": "om_card", "open_chat_id": "oc_group"},
+    });
+    let req = signer.request(&signer.envelope("ev-card-stall", "card.action.trigger", event));
+    let feishu = reqwest::Client::builder()
+        .timeout(Duration::from_secs(3))
+        .build()
+        .expect("client");
+    let url = format!("{}/webhook/planner/event", app.base);
+    let a = req.apply(feishu.post(&url)).send().await;
+    let a = crate::support::app::answer(a.expect("answered before Feishu's 3 s deadline")).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(a.json["toast"]["type"], "info", "{}", a.text);
+    sqlx::query("ROLLBACK").execute(&mut c).await.expect("end");
+    assert_eq!(db.count("inbox_events").await, 1, "the press was stored");
+    app.stop().await.expect("clean stop");
+}
