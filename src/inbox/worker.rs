@@ -180,12 +180,9 @@ impl Worker {
             }
         }
         let unstarted: Vec<i64> = rest.map(|e| e.id).collect();
-        if !unstarted.is_empty()
-            && let Err(e) = self.store.release_inbox(&unstarted).await
-        {
-            // Their lease runs out and they are claimed again; nothing is lost.
-            tracing::warn!(error = %e, count = unstarted.len(), "could not release claimed events");
-            self.metrics.store_error("release_inbox");
+        if !unstarted.is_empty() {
+            self.write_until_stored("release_inbox", || self.store.release_inbox(&unstarted))
+                .await;
         }
         let mut held = in_hand.lock();
         for id in unstarted {
@@ -266,26 +263,38 @@ impl Worker {
 }
 
 impl Worker {
-    /// Records an attempt's outcome, retrying while the database fails (the event stays
-    /// in hand, so no other worker takes it); returns `false` if it was not recorded.
+    /// Records an attempt's outcome; returns `false` if it was not recorded.
     async fn record(&self, id: i64, finish: &Finish) -> bool {
+        self.write_until_stored("finish_inbox", || {
+            self.store.finish_inbox(id, finish, now_ms())
+        })
+        .await
+    }
+
+    /// Runs a write of the events in hand, retrying while the database fails (the events
+    /// stay in hand meanwhile, their leases renewed, so no other worker takes them);
+    /// returns `false` if it did not get through (the leases then run out, and the events
+    /// are processed again: at-least-once, and routing a message twice records it once).
+    async fn write_until_stored<F, Fut>(&self, op: &'static str, mut write: F) -> bool
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<(), crate::store::StoreError>>,
+    {
         let poll = Duration::from_millis(self.config.poll_interval_ms.max(1));
         let mut failures = 0u32;
         loop {
-            let e = match self.store.finish_inbox(id, finish, now_ms()).await {
+            let e = match write().await {
                 Ok(()) => return true,
                 Err(e) => e,
             };
-            self.metrics.store_error("finish_inbox");
+            self.metrics.store_error(op);
             failures += 1;
             if !e.database_failed() || self.stop.is_cancelled() {
-                // The lease runs out and the event is processed again: at-least-once
-                // (routing a message twice records it once; see the pipeline).
-                tracing::warn!(error = %e, "could not record the outcome");
+                tracing::warn!(error = %e.reason(), op, "inbox write given up");
                 return false;
             }
             if failures == 1 {
-                tracing::warn!(error = %e, "could not record the outcome; retrying");
+                tracing::warn!(error = %e.reason(), op, "inbox write failed; retrying");
             }
             tokio::select! {
                 () = tokio::time::sleep(store_pause(poll, failures)) => {}
