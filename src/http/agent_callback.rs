@@ -5,7 +5,7 @@ use axum::{
     Json,
     body::Bytes,
     extract::{State, rejection::BytesRejection},
-    http::{HeaderMap, StatusCode},
+    http::HeaderMap,
 };
 use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
@@ -55,13 +55,7 @@ pub async fn output(
         .config
         .profile(&profile)
         .ok_or_else(|| ApiError::UnknownProfile(profile.clone()))?;
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge(app.config.server.max_body_bytes)
-        } else {
-            ApiError::MalformedJson("body could not be read".into())
-        }
-    })?;
+    let body = body.map_err(|r| ApiError::unreadable_body(r, app.config.server.max_body_bytes))?;
     let Some(secret) = p
         .agent
         .secret

@@ -145,6 +145,18 @@ impl ApiError {
         }
     }
 
+    /// A request body that could not be read: too large (413), or cut off (400).
+    pub fn unreadable_body(
+        rejection: axum::extract::rejection::BytesRejection,
+        max_body_bytes: usize,
+    ) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Self::PayloadTooLarge(max_body_bytes)
+        } else {
+            Self::MalformedJson("body could not be read".into())
+        }
+    }
+
     /// A store failure, keeping its source for the log.
     pub fn store(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::StoreUnavailable(Some(Box::new(e)))

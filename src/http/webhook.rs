@@ -10,7 +10,7 @@ use axum::{
     Json,
     body::Bytes,
     extract::{State, rejection::BytesRejection},
-    http::{HeaderMap, StatusCode},
+    http::HeaderMap,
     response::{IntoResponse, Response},
 };
 use serde::Serialize;
@@ -190,13 +190,7 @@ async fn handle(
         .profiles
         .get(profile)
         .ok_or_else(|| ApiError::UnknownProfile(profile.to_string()))?;
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge(app.config.server.max_body_bytes)
-        } else {
-            ApiError::MalformedJson("body could not be read".into())
-        }
-    })?;
+    let body = body.map_err(|r| ApiError::unreadable_body(r, app.config.server.max_body_bytes))?;
     let signed = SignedHeaders {
         timestamp: header(headers, "x-lark-request-timestamp"),
         nonce: header(headers, "x-lark-request-nonce"),
