@@ -280,8 +280,8 @@ both_backends!(
     row_by_row
 );
 
-/// Blocks every inbox write until the returned guard is dropped: SQLite's write lock,
-/// or a Postgres table lock, held in an open transaction of another connection.
+/// Blocks every inbox write until [`Stall::end`]: SQLite's write lock, or a Postgres
+/// table lock, held in an open transaction of another connection.
 enum Stall {
     Sqlite(sqlx::SqliteConnection),
     Postgres(sqlx::PgConnection),
@@ -300,16 +300,17 @@ impl Stall {
                     .expect("write lock");
                 Self::Sqlite(c)
             }
-            Kind::Postgres => {
-                let mut c = sqlx::PgConnection::connect(&db.url).await.expect("connect");
-                sqlx::query("BEGIN").execute(&mut c).await.expect("begin");
-                sqlx::query("LOCK TABLE inbox_events IN EXCLUSIVE MODE")
-                    .execute(&mut c)
-                    .await
-                    .expect("table lock");
-                Self::Postgres(c)
-            }
+            Kind::Postgres => Self::postgres(db, "LOCK TABLE inbox_events IN EXCLUSIVE MODE").await,
         }
+    }
+
+    /// Holds a Postgres table lock (`lock`, a `LOCK TABLE` statement) in an open
+    /// transaction.
+    async fn postgres(db: &TestDb, lock: &str) -> Self {
+        let mut c = sqlx::PgConnection::connect(&db.url).await.expect("connect");
+        sqlx::query("BEGIN").execute(&mut c).await.expect("begin");
+        sqlx::query(lock).execute(&mut c).await.expect("table lock");
+        Self::Postgres(c)
     }
 
     async fn end(self) {
@@ -426,12 +427,7 @@ async fn a_card_press_whose_answer_stalls_on_the_database_is_answered_within_fei
     // The database bound alone would let the answer wait 5 s for the stalled read.
     cfg.database.timeout_ms = 5000;
     let app = TestApp::spawn(cfg).await;
-    let mut c = sqlx::PgConnection::connect(&db.url).await.expect("connect");
-    sqlx::query("BEGIN").execute(&mut c).await.expect("begin");
-    sqlx::query("LOCK TABLE turns IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut c)
-        .await
-        .expect("lock");
+    let stall = Stall::postgres(&db, "LOCK TABLE turns IN ACCESS EXCLUSIVE MODE").await;
     let signer = Signer::default();
     let event = serde_json::json!({
         "operator": {"open_id": "ou_alice", "tenant_key": "tenant_test"},
@@ -449,7 +445,7 @@ async fn a_card_press_whose_answer_stalls_on_the_database_is_answered_within_fei
     let a = crate::support::app::answer(a.expect("answered before Feishu's 3 s deadline")).await;
     assert_eq!(a.status, 200, "{}", a.text);
     assert_eq!(a.json["toast"]["type"], "info", "{}", a.text);
-    sqlx::query("ROLLBACK").execute(&mut c).await.expect("end");
+    stall.end().await;
     assert_eq!(db.count("inbox_events").await, 1, "the press was stored");
     app.stop().await.expect("clean stop");
 }
