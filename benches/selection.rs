@@ -7,7 +7,7 @@
 //!   turned into selector candidates, `select_thread` in shared mode, and
 //!   `prompt::assemble` around the request (the topic root was delivered on an earlier
 //!   turn, so it is not read again);
-//! * `explain_latest`: `explain::load` of the latest decision of the thread, as
+//! * `explain_latest`: `explanation::load` of the latest decision of the thread, as
 //!   `GET /explain/{root_msg_id}` serves it.
 //!
 //! Each size gets a fresh database (a SQLite file in a temporary directory, a Postgres
@@ -47,11 +47,11 @@ use feishu_bridge::{
     config::{DatabaseConfig, WorkspaceMode},
     context::{
         collector::{metadata, token_estimate},
-        explain::{ExcludedItem, SelectedItem},
         prompt::{self, PromptParts},
+        report::{ExcludedItem, SelectedItem},
         selector::{self, Diagnostics, Request, Selection},
     },
-    explain::{self, Query},
+    ops::explanation::{self, Query},
     store::{self, NewContextEvent, NewDecision, NewItem, Store},
 };
 use secrecy::SecretString;
@@ -534,7 +534,7 @@ async fn fixture(backend: &'static str, n: usize) -> Fixture {
         .record_decision(&decision(&selection, &prompt))
         .await
         .expect("record decision");
-    let explained = explain::load(store.as_ref(), &query())
+    let explained = explanation::load(store.as_ref(), &query())
         .await
         .expect("explain")
         .expect("a decision");
@@ -616,7 +616,7 @@ fn selection(c: &mut Criterion) {
         let store = f.store.as_ref();
         group.bench_function(BenchmarkId::new(f.backend, f.n), |b| {
             b.iter(|| {
-                rt.block_on(explain::load(black_box(store), &query()))
+                rt.block_on(explanation::load(black_box(store), &query()))
                     .expect("explain")
             });
         });

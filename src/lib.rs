@@ -1,34 +1,26 @@
 //! feishu-bridge: the Feishu (Lark) event URL for AI-agent bots.
 //!
-//! Data flow (the module tree follows it): [`protocol`] verifies and decrypts a callback,
-//! [`http`] answers Feishu once the [`inbox`] has stored it durably in the [`store`]; the
-//! inbox worker normalizes each message ([`protocol::content`]), routes it ([`routing`]),
-//! records its facts ([`context`]), runs [`commands`] and queues turns per session
-//! ([`session_queue`]); replies leave through [`outbound`]. [`config`], [`identity`],
-//! [`feishu_api`], [`telemetry`] and [`app`] hold it together; [`server`] accepts the
-//! connections and bounds them; [`redact`] keeps client and message text out of errors
-//! and logs.
+//! Data flow (the module tree follows it): [`server`] accepts connections, [`protocol`]
+//! verifies and decrypts a callback, [`http`] answers Feishu once the [`inbox`] has stored
+//! it durably in the [`store`]; the inbox worker normalizes each message, routes it
+//! ([`routing`]), records its facts ([`context`]), runs its commands, and queues turns per
+//! session ([`turns`]), which hand prompts to [`agent`]s and post answers through
+//! [`feishu_api`]. [`app`] assembles and serves it all; [`config`], [`telemetry`] and
+//! [`redact`] sit beneath; [`ops`] holds the one-shot commands of the CLI.
 
 pub mod agent;
 pub mod app;
-pub mod card_actions;
 pub mod cli;
-pub mod commands;
 pub mod config;
 pub mod context;
-pub mod explain;
 pub mod feishu_api;
 pub mod http;
-pub mod identity;
 pub mod inbox;
 pub mod ops;
-pub mod outbound;
 pub mod protocol;
 pub mod redact;
 pub mod routing;
 pub mod server;
-pub mod session_queue;
-pub mod simulate;
 pub mod store;
 pub mod telemetry;
 pub mod turns;

@@ -6,7 +6,9 @@ use clap::Parser;
 use feishu_bridge::{
     app,
     cli::{Cli, Command},
-    config, http, ops, simulate, telemetry,
+    config, http,
+    ops::{self, simulate},
+    telemetry,
 };
 
 #[tokio::main]
@@ -58,7 +60,7 @@ async fn main() -> ExitCode {
             let profile = profile
                 .or_else(|| config.profiles.first().map(|p| p.name.clone()))
                 .unwrap_or_default();
-            let q = feishu_bridge::explain::Query {
+            let q = feishu_bridge::ops::explanation::Query {
                 profile: &profile,
                 root_msg_id: &root_msg_id,
                 message_id: message_id.as_deref(),

@@ -5,6 +5,6 @@
 //! the store writes them.
 
 pub mod collector;
-pub mod explain;
 pub mod prompt;
+pub mod report;
 pub mod selector;

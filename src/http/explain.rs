@@ -1,97 +1,76 @@
-//! `GET /explain/message/{message_id}`: why a message was ignored, observed or invoked.
+//! `GET /explain/{root_msg_id}`: what the agent saw for a turn in this thread, and why.
 
-use axum::{Json, extract::State};
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use axum::{
+    Json,
+    extract::State,
+    http::{HeaderMap, header},
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::{
     AdminAuth, ApiError, AppState, ErrorBody,
     extract::{Path, Query},
 };
-use crate::redact::echo;
+use crate::context::report::{Explanation, render_text};
 
-/// Filter.
+/// Which decision.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct MessageQuery {
-    /// Only this profile (default: every profile that received the message).
+pub struct ExplainQuery {
+    /// Profile (default: the first configured profile).
     pub profile: Option<String>,
-}
-
-/// The routing verdicts of one message.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct MessageVerdicts {
-    /// The message.
-    pub message_id: String,
-    /// One per profile that received it.
-    pub verdicts: Vec<VerdictBody>,
-}
-
-/// One profile's verdict.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct VerdictBody {
-    /// Profile.
-    pub profile: String,
-    /// `ignored`, `observed` (recorded as context) or `invoked` (a turn or command).
-    pub verdict: String,
-    /// Why: `no_mention`, `user_not_allowed`, `chat_not_allowed`, `dm_disabled`,
-    /// `group_disabled`, `own_message`, `bot_sender`, `bot_identity_unknown`,
-    /// `not_owner`, `empty_request`, `recalled`, `mention`, `reply_all`, `command`, `dm`.
-    pub reason: String,
-    /// The session, for invocations.
-    pub session_key: Option<String>,
-    /// The context decision of the turn, once made.
+    /// The request message (default: the latest decision in the thread).
+    pub message_id: Option<String>,
+    /// A specific decision.
     pub decision_id: Option<i64>,
-    /// Unix ms.
-    pub at: i64,
+    /// Include the full thread context and prompt preview.
+    #[serde(default)]
+    pub verbose: bool,
 }
 
-/// Why the bot did (not) answer a message.
-#[utoipa::path(get, path = "/explain/message/{message_id}", tag = "explain", security(("bearer" = [])),
-    params(("message_id" = String, Path, description = "`om_…`"), MessageQuery),
+/// Explains the latest (or a chosen) context decision of a thread.
+#[utoipa::path(get, path = "/explain/{root_msg_id}", tag = "explain", security(("bearer" = [])),
+    params(("root_msg_id" = String, Path, description = "The thread's root message id"), ExplainQuery),
     responses(
-        (status = 200, description = "Verdicts", body = MessageVerdicts),
+        (status = 200, description = "The decision (`Accept: text/plain` for a readable report)",
+         content((Explanation = "application/json"), (String = "text/plain"))),
         (status = 400, description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 404, description = "`not_found`: no profile received this message (check the event subscription and permissions)", body = ErrorBody),
+        (status = 404, description = "`not_found` (no decision) or `unknown_profile`", body = ErrorBody),
     ))]
-pub async fn message(
+pub async fn explain(
     State(app): State<AppState>,
     _auth: AdminAuth,
-    Path(message_id): Path<String>,
-    Query(q): Query<MessageQuery>,
-) -> Result<Json<MessageVerdicts>, ApiError> {
-    if let Some(p) = &q.profile
-        && !app.profiles.contains_key(p)
-    {
-        return Err(ApiError::UnknownProfile(p.clone()));
-    }
-    let rows = app
-        .store
-        .verdicts(&message_id, q.profile.as_deref())
+    Path(root_msg_id): Path<String>,
+    Query(q): Query<ExplainQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let profile = super::profile_or_first(&app, q.profile)?;
+    let query = crate::ops::explanation::Query {
+        profile: &profile,
+        root_msg_id: &root_msg_id,
+        message_id: q.message_id.as_deref(),
+        decision_id: q.decision_id,
+        verbose: q.verbose,
+    };
+    let found = crate::ops::explanation::load(app.store.as_ref(), &query)
         .await
         .map_err(ApiError::store)?;
-    if rows.is_empty() {
-        return Err(ApiError::NotFound(format!(
-            "no verdict for {}: the bridge has not processed this message{} (is the event subscribed, the permission granted, the bot in the chat?)",
-            echo(&message_id),
-            q.profile
-                .map(|p| format!(" for profile {p}"))
-                .unwrap_or_default()
-        )));
+    let Some(e) = found else {
+        return Err(ApiError::NotFound(query.not_found()));
+    };
+    let wants_text = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/plain") && !a.contains("application/json"));
+    if wants_text {
+        return Ok((
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            render_text(&e),
+        )
+            .into_response());
     }
-    Ok(Json(MessageVerdicts {
-        message_id,
-        verdicts: rows
-            .into_iter()
-            .map(|r| VerdictBody {
-                profile: r.profile,
-                verdict: r.verdict,
-                reason: r.reason,
-                session_key: r.session_key,
-                decision_id: r.decision_id,
-                at: r.created_at,
-            })
-            .collect(),
-    }))
+    Ok(Json(e).into_response())
 }

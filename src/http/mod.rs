@@ -5,7 +5,6 @@ mod agent_callback;
 mod auth;
 mod error;
 mod explain;
-mod explain_root;
 mod extract;
 mod health;
 mod metrics;
@@ -15,6 +14,7 @@ mod router;
 mod sessions;
 mod status;
 mod turns;
+mod verdicts;
 mod webhook;
 
 pub use auth::AdminAuth;

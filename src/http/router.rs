@@ -13,8 +13,8 @@ use utoipa::OpenApi;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
-    AppState, agent_callback, error, explain, explain_root, health, metrics, openapi::ApiDoc,
-    reshape, sessions, status, turns, webhook,
+    AppState, agent_callback, error, explain, health, metrics, openapi::ApiDoc, reshape, sessions,
+    status, turns, verdicts, webhook,
 };
 
 /// Every route, with its OpenAPI description (no state, no layers).
@@ -28,8 +28,8 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(metrics::metrics))
         .routes(routes!(sessions::list))
         .routes(routes!(sessions::get, sessions::reset))
-        .routes(routes!(explain::message))
-        .routes(routes!(explain_root::explain))
+        .routes(routes!(verdicts::message))
+        .routes(routes!(explain::explain))
         .routes(routes!(agent_callback::output))
         .routes(routes!(turns::list))
         .routes(routes!(turns::get))

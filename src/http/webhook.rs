@@ -296,7 +296,7 @@ async fn card_answer(
 ) -> serde_json::Value {
     let (state, profile, event_type) = (app.clone(), profile.to_string(), event_type.to_string());
     let work = tokio::spawn(async move {
-        crate::card_actions::answer(&state, &profile, &event_type, &payload).await
+        crate::turns::buttons::answer(&state, &profile, &event_type, &payload).await
     });
     match tokio::time::timeout_at(deadline, work).await {
         Ok(Ok(body)) => body,

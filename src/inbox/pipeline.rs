@@ -10,18 +10,18 @@ use std::{
 use tokio::time::Instant;
 
 use crate::{
-    commands::{self, CommandCall},
     config::Config,
     context::collector::{self, MessageFacts},
-    identity::Identities,
-    outbound::Outbound,
+    feishu_api::identity::Identities,
+    feishu_api::outbound::Outbound,
+    inbox::commands::{self, CommandCall},
     protocol::{
         content,
         events::{self, MessageReceive, TypedEvent},
     },
     routing::{self, Inbound, Place, Sender, Verdict},
-    session_queue::SessionQueues,
     store::{InboxEvent, NewSession, NewVerdict, RouteWrite, Store, StoreError},
+    turns::queue::SessionQueues,
     turns::{TurnJob, TurnRunner},
     util::{new_session_id, now_ms},
 };

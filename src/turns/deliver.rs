@@ -9,8 +9,8 @@ use super::{
 };
 use crate::{
     context::{collector::token_estimate, selector::truncate},
+    feishu_api::outbound::{OutboundError, Reply},
     feishu_api::reply::split,
-    outbound::{OutboundError, Reply},
     store::{NewContextEvent, NewItem, TurnCompletion},
     util::now_ms,
 };

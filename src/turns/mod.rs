@@ -10,11 +10,13 @@
 //! the routing transaction of their request, the agent's answer stored before it is
 //! posted, and unfinished ones picked up after a restart (`recovery`).
 
+pub mod buttons;
 pub mod card;
-mod context;
 mod deliver;
+mod gather;
 mod job;
 mod persist;
+pub mod queue;
 mod recovery;
 mod runner;
 mod stream;

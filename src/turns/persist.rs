@@ -8,7 +8,7 @@
 use std::{future::Future, time::Duration};
 
 use super::runner::TurnRunner;
-use crate::{outbound::OutboundError, store::StoreError};
+use crate::{feishu_api::outbound::OutboundError, store::StoreError};
 
 /// An error that may be the database's alone.
 pub(super) trait MayBeDatabase: std::fmt::Display {

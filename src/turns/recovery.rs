@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use super::{card::CardState, deliver::ReplyTo, job::TurnJob, runner::TurnRunner};
 use crate::{
-    session_queue::SessionQueues,
     store::{StoreError, TurnRow, TurnState},
+    turns::queue::SessionQueues,
     util::now_ms,
 };
 

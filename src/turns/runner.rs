@@ -10,10 +10,10 @@ use crate::{
     agent::{Agent, AgentTurn, EchoAgent, PastTurn},
     config::{Config, WorkspaceMode},
     feishu_api::FeishuClient,
-    identity::Identities,
-    outbound::{Outbound, OutboundError},
-    session_queue::SessionQueues,
+    feishu_api::identity::Identities,
+    feishu_api::outbound::{Outbound, OutboundError},
     store::{NewDecision, StartedTurn, Store, StoreError, TurnStart, TurnState},
+    turns::queue::SessionQueues,
     util::now_ms,
 };
 

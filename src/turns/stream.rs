@@ -13,7 +13,7 @@ use super::{
     job::TurnJob,
     runner::TurnRunner,
 };
-use crate::outbound::CardReply;
+use crate::feishu_api::outbound::CardReply;
 
 /// Fewest milliseconds between two updates of one card. Feishu allows 5 updates per
 /// second per message; this stays well below, leaving room for the final update.
@@ -89,7 +89,7 @@ impl TurnRunner {
 }
 
 async fn keep_current(
-    outbound: std::sync::Arc<dyn crate::outbound::Outbound>,
+    outbound: std::sync::Arc<dyn crate::feishu_api::outbound::Outbound>,
     job: TurnJob,
     message_id: String,
     mut text: watch::Receiver<String>,

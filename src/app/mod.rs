@@ -15,13 +15,13 @@ use crate::{
     agent::PendingCallbacks,
     config::{Config, Profile},
     feishu_api::FeishuClient,
-    identity::Identities,
+    feishu_api::identity::Identities,
+    feishu_api::outbound::{FeishuOutbound, Outbound},
     inbox::{Committer, Pipeline, Processed, Worker},
-    outbound::{FeishuOutbound, Outbound},
     protocol::{Credentials, crypto::AesKey},
-    session_queue::SessionQueues,
     store::{self, Store},
     telemetry::Metrics,
+    turns::queue::SessionQueues,
     turns::{RunnerParts, TurnDone, TurnRunner},
 };
 

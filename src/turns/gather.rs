@@ -7,8 +7,8 @@ use super::{job::TurnJob, runner::TurnRunner};
 use crate::{
     config::{Config, WorkspaceMode},
     context::{
-        explain::{SelectedItem, preview},
         prompt::{self, PromptParts},
+        report::{SelectedItem, preview},
         selector::{self, Candidate, Request, Selected, Selection},
     },
     store::StoreError,

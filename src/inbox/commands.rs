@@ -9,11 +9,11 @@
 use std::sync::Arc;
 
 use crate::{
+    feishu_api::outbound::{Outbound, Reply},
     inbox::pipeline::ProcessError,
-    outbound::{Outbound, Reply},
     routing::{Command, HELP},
-    session_queue::SessionQueues,
     store::{SessionRow, Store},
+    turns::queue::SessionQueues,
     util::{new_session_id, now_ms},
 };
 
@@ -108,7 +108,9 @@ pub async fn execute(
         .await
         .map(|_| ())
         .map_err(|e| match e {
-            crate::outbound::OutboundError::Store(s) => ProcessError::Store(s),
-            crate::outbound::OutboundError::Api(e) => ProcessError::Outbound(e.to_string()),
+            crate::feishu_api::outbound::OutboundError::Store(s) => ProcessError::Store(s),
+            crate::feishu_api::outbound::OutboundError::Api(e) => {
+                ProcessError::Outbound(e.to_string())
+            }
         })
 }

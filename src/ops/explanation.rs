@@ -1,10 +1,10 @@
 //! Loading an explanation: the store's decision row turned into the
-//! [`crate::context::explain::Explanation`] that `GET /explain/{root}` and the `explain`
+//! [`crate::context::report::Explanation`] that `GET /explain/{root}` and the `explain`
 //! CLI show. Shared, so the server and the CLI (which reads the database directly and
 //! works while the server is down) print the same thing.
 
 use crate::{
-    context::explain::{ExcludedItem, Explanation, SelectedItem, TurnOutcome},
+    context::report::{ExcludedItem, Explanation, SelectedItem, TurnOutcome},
     redact::echo,
     store::{DecisionRow, Store, StoreError},
 };

@@ -1,5 +1,8 @@
 //! One-shot CLI commands: `migrate`, `check-config`, `healthcheck`.
 
+pub mod explanation;
+pub mod simulate;
+
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -70,7 +73,7 @@ pub async fn healthcheck(url: &str, timeout: Duration) -> anyhow::Result<()> {
 /// The `explain` CLI: opens the database named by the config, reads the decision.
 pub async fn explain(
     config: &Config,
-    q: crate::explain::Query<'_>,
+    q: crate::ops::explanation::Query<'_>,
     json: bool,
 ) -> anyhow::Result<String> {
     anyhow::ensure!(
@@ -81,7 +84,7 @@ pub async fn explain(
     let store = store::open(&config.database)
         .await
         .with_context(|| format!("cannot open database {}", config.database.redacted_url()))?;
-    let found = crate::explain::load(store.as_ref(), &q)
+    let found = crate::ops::explanation::load(store.as_ref(), &q)
         .await
         .context("cannot read the decision")?;
     let Some(e) = found else {
@@ -90,6 +93,6 @@ pub async fn explain(
     if json {
         Ok(serde_json::to_string_pretty(&e)? + "\n")
     } else {
-        Ok(crate::context::explain::render_text(&e))
+        Ok(crate::context::report::render_text(&e))
     }
 }
