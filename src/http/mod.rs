@@ -2,6 +2,7 @@
 //! protocol, store and context modules know nothing of HTTP.
 
 mod agent_callback;
+mod api_doc;
 mod auth;
 mod error;
 mod explain;
@@ -21,7 +22,7 @@ pub use auth::AdminAuth;
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use router::router;
 
-pub use crate::app::AppState;
+pub use crate::app::state::AppState;
 
 /// The named profile, or the first configured one; `unknown_profile` otherwise.
 fn profile_or_first(app: &AppState, profile: Option<String>) -> Result<String, ApiError> {

@@ -13,7 +13,7 @@ use utoipa::OpenApi;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
-    AppState, agent_callback, error, explain, health, metrics, openapi::ApiDoc, reshape, sessions,
+    AppState, agent_callback, api_doc::ApiDoc, error, explain, health, metrics, reshape, sessions,
     status, turns, verdicts, webhook,
 };
 

@@ -23,6 +23,7 @@ use crate::{
     inbox::CommitError,
     protocol::{self, Freshness, SignedHeaders, Verified, VerifiedEvent, events},
     store::{InboxStatus, InsertOutcome, NewInboxEvent},
+    turns::buttons::{self, ButtonContext},
     util::{now_ms, now_secs},
 };
 
@@ -296,7 +297,12 @@ async fn card_answer(
 ) -> serde_json::Value {
     let (state, profile, event_type) = (app.clone(), profile.to_string(), event_type.to_string());
     let work = tokio::spawn(async move {
-        crate::turns::buttons::answer(&state, &profile, &event_type, &payload).await
+        let cx = ButtonContext {
+            config: &state.config,
+            store: &state.store,
+            queues: &state.queues,
+        };
+        buttons::answer(cx, &profile, &event_type, &payload).await
     });
     match tokio::time::timeout_at(deadline, work).await {
         Ok(Ok(body)) => body,

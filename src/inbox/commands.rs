@@ -9,13 +9,23 @@
 use std::sync::Arc;
 
 use crate::{
-    feishu_api::outbound::{Outbound, Reply},
-    inbox::pipeline::ProcessError,
+    feishu_api::outbound::{Outbound, OutboundError, Reply},
     routing::{Command, HELP},
-    store::{SessionRow, Store},
+    store::{SessionRow, Store, StoreError},
     turns::queue::SessionQueues,
     util::{new_session_id, now_ms},
 };
+
+/// Why a command did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The database failed (the pending count, the session's rotation).
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// Its answer could not be sent.
+    #[error(transparent)]
+    Reply(#[from] OutboundError),
+}
 
 /// One command invocation.
 #[derive(Debug)]
@@ -36,7 +46,7 @@ pub async fn execute(
     queues: &SessionQueues,
     outbound: &dyn Outbound,
     call: &CommandCall<'_>,
-) -> Result<(), ProcessError> {
+) -> Result<(), CommandError> {
     let s = call.session;
     let text = match call.command {
         Command::Help => HELP.to_string(),
@@ -105,12 +115,6 @@ pub async fn execute(
             text,
             turn_id: None,
         })
-        .await
-        .map(|_| ())
-        .map_err(|e| match e {
-            crate::feishu_api::outbound::OutboundError::Store(s) => ProcessError::Store(s),
-            crate::feishu_api::outbound::OutboundError::Api(e) => {
-                ProcessError::Outbound(e.to_string())
-            }
-        })
+        .await?;
+    Ok(())
 }

@@ -13,8 +13,8 @@ use crate::{
     config::Config,
     context::collector::{self, MessageFacts},
     feishu_api::identity::Identities,
-    feishu_api::outbound::Outbound,
-    inbox::commands::{self, CommandCall},
+    feishu_api::outbound::{Outbound, OutboundError},
+    inbox::commands::{self, CommandCall, CommandError},
     protocol::{
         content,
         events::{self, MessageReceive, TypedEvent},
@@ -37,7 +37,16 @@ pub enum ProcessError {
     Store(#[from] StoreError),
     /// A reply could not be sent.
     #[error("reply not sent: {0}")]
-    Outbound(String),
+    Reply(#[source] crate::feishu_api::ApiError),
+}
+
+impl From<CommandError> for ProcessError {
+    fn from(e: CommandError) -> Self {
+        match e {
+            CommandError::Store(s) | CommandError::Reply(OutboundError::Store(s)) => Self::Store(s),
+            CommandError::Reply(OutboundError::Api(e)) => Self::Reply(e),
+        }
+    }
 }
 
 /// How often retention runs (it rides on an event-log write).
@@ -271,7 +280,9 @@ impl Pipeline {
                     history_scope: &history_scope,
                     message_id: &msg.message_id,
                 };
-                commands::execute(&self.store, &self.queues, self.outbound.as_ref(), &call).await
+                commands::execute(&self.store, &self.queues, self.outbound.as_ref(), &call)
+                    .await
+                    .map_err(ProcessError::from)
             }
             // Routed before: its turn was queued then (and runs, or is recovered).
             (None, Some(job)) if routed.fresh => {

@@ -5,9 +5,11 @@
 //! pipeline applies them.
 
 mod command;
+mod permission;
 mod policy;
 mod session_key;
 
 pub use command::{Command, HELP};
-pub use policy::{Inbound, Record, Route, Sender, Verdict, may_invoke, route};
+pub use permission::{Sender, may_act_on_session, may_invoke};
+pub use policy::{Inbound, Record, Route, Verdict, route};
 pub use session_key::Place;

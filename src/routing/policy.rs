@@ -16,7 +16,10 @@
 //! Fail closed: when this bot's own open_id is unknown, mentions cannot be told apart,
 //! so group messages are neither captured nor acted on.
 
-use super::{Command, Place};
+use super::{
+    Command, Place,
+    permission::{Sender, may_invoke},
+};
 use crate::{
     config::{Profile, Workspace, WorkspaceMode},
     protocol::content::Normalized,
@@ -66,33 +69,6 @@ impl Record {
             Self::UserRequest => "user_request",
             Self::Command => "command",
         }
-    }
-}
-
-/// The sender, as the event names it.
-#[derive(Debug, Clone, Default)]
-pub struct Sender<'a> {
-    /// Per-app id.
-    pub open_id: Option<&'a str>,
-    /// Per-developer id.
-    pub union_id: Option<&'a str>,
-    /// Per-tenant id.
-    pub user_id: Option<&'a str>,
-    /// `user`, or `bot`/`app`.
-    pub sender_type: &'a str,
-}
-
-impl Sender<'_> {
-    fn is_user(&self) -> bool {
-        self.sender_type == "user"
-    }
-
-    /// Whether any of the sender's ids is in `list`.
-    pub fn is_one_of(&self, list: &[String]) -> bool {
-        [self.open_id, self.union_id, self.user_id]
-            .into_iter()
-            .flatten()
-            .any(|id| !id.is_empty() && list.iter().any(|a| a == id))
     }
 }
 
@@ -153,22 +129,6 @@ pub fn route(m: &Inbound<'_>) -> Route {
     } else {
         route_group(m)
     }
-}
-
-/// Whether `sender` may invoke the profile's agent: one of `allow_users` (when set) and,
-/// in an `owner_only` workspace (`owner` given), its owner. `Err` names the reason.
-pub fn may_invoke(
-    p: &Profile,
-    owner: Option<&str>,
-    sender: &Sender<'_>,
-) -> Result<(), &'static str> {
-    if !p.allow_users.is_empty() && !sender.is_one_of(&p.allow_users) {
-        return Err("user_not_allowed");
-    }
-    if owner.is_some_and(|o| !sender.is_one_of(&[o.to_string()])) {
-        return Err("not_owner");
-    }
-    Ok(())
 }
 
 fn route_dm(m: &Inbound<'_>) -> Route {

@@ -7,20 +7,33 @@
 //! profile's `allow_users`, the workspace owner in `owner_only` chats, and in sessions
 //! that belong to one user (private chats, `per-user` group scope) that user alone.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
+use super::{
+    TurnJob,
+    card::{ACTION_NEW_SESSION, ACTION_STOP},
+    queue::SessionQueues,
+};
 use crate::{
-    app::App,
-    config::WorkspaceMode,
+    config::{Config, WorkspaceMode},
     protocol::events::{self, TypedEvent, UserIds},
-    routing::{Place, Sender, may_invoke},
-    store::{TurnRow, TurnState},
-    turns::{
-        TurnJob,
-        card::{ACTION_NEW_SESSION, ACTION_STOP},
-    },
+    routing::{Sender, may_act_on_session},
+    store::{Store, TurnRow, TurnState},
     util::{new_session_id, now_ms},
 };
+
+/// What answering a button reads and acts on.
+#[derive(Clone, Copy)]
+pub struct ButtonContext<'a> {
+    /// Profiles and workspaces (who may press).
+    pub config: &'a Config,
+    /// The turn a button names, and its session.
+    pub store: &'a Arc<dyn Store>,
+    /// Where a running turn is stopped.
+    pub queues: &'a SessionQueues,
+}
 
 /// A button press, from either callback form.
 #[derive(Debug, Clone)]
@@ -85,7 +98,12 @@ fn toast(kind: &str, content: &str) -> Value {
 
 /// Answers a stored card callback of `profile` (the body Feishu shows), starting what
 /// the button does.
-pub async fn answer(app: &App, profile: &str, event_type: &str, payload: &str) -> Value {
+pub async fn answer(
+    cx: ButtonContext<'_>,
+    profile: &str,
+    event_type: &str,
+    payload: &str,
+) -> Value {
     let Some(press) = Press::of(event_type, payload) else {
         return json!({});
     };
@@ -93,7 +111,7 @@ pub async fn answer(app: &App, profile: &str, event_type: &str, payload: &str) -
         // Not one of this bridge's buttons.
         return json!({});
     };
-    let turn = match app.store.turn(&turn_id).await {
+    let turn = match cx.store.turn(&turn_id).await {
         Ok(Some(t)) if t.profile == profile => t,
         Ok(_) => return toast("error", "This button belongs to an answer I do not know."),
         Err(e) => {
@@ -106,7 +124,7 @@ pub async fn answer(app: &App, profile: &str, event_type: &str, payload: &str) -
     };
     let job = serde_json::from_str::<TurnJob>(&turn.job_json).ok();
     if press.chat_id.as_ref().is_some_and(|c| *c != turn.chat_id)
-        || !may_press(app, &press, &turn, job.as_ref())
+        || !may_press(cx.config, &press, &turn, job.as_ref())
     {
         tracing::info!(profile, turn_id = %turn.turn_id, action, "card action refused: not allowed");
         return toast("error", "You cannot do that for this conversation.");
@@ -114,14 +132,14 @@ pub async fn answer(app: &App, profile: &str, event_type: &str, payload: &str) -
     tracing::info!(profile, turn_id = %turn.turn_id, session_key = %turn.session_key, action, "card action");
     match action.as_str() {
         ACTION_STOP => {
-            if app
+            if cx
                 .queues
                 .cancel_running(&turn.session_key, Some(&turn.turn_id))
             {
                 toast("success", "Stopping this answer.")
             } else if turn.state().is_ok_and(|s| s == TurnState::Queued) {
                 // Not started yet: it never will.
-                let store = app.store.clone();
+                let store = cx.store.clone();
                 tokio::spawn(async move {
                     let _ = store
                         .end_turn(
@@ -143,7 +161,7 @@ pub async fn answer(app: &App, profile: &str, event_type: &str, payload: &str) -
             };
             // One write, in a task of its own: the answer waits for it only briefly, so
             // a slow database delays the reset, never Feishu's answer.
-            let store = app.store.clone();
+            let store = cx.store.clone();
             let reset = tokio::spawn(async move {
                 let fresh = new_session_id();
                 let done = store
@@ -170,21 +188,17 @@ pub async fn answer(app: &App, profile: &str, event_type: &str, payload: &str) -
     }
 }
 
-/// Whether the presser may act on this turn's session: someone who may invoke the bot
-/// there, and for a session of one person's conversation, that person.
-fn may_press(app: &App, press: &Press, turn: &TurnRow, job: Option<&TurnJob>) -> bool {
-    let Some(profile) = app.config.profile(&turn.profile) else {
+/// Whether the presser may act on this turn's session (see [`may_act_on_session`]).
+fn may_press(config: &Config, press: &Press, turn: &TurnRow, job: Option<&TurnJob>) -> bool {
+    let Some(profile) = config.profile(&turn.profile) else {
         return false;
     };
     let owner_only = job.and_then(|j| j.workspace_mode) == Some(WorkspaceMode::OwnerOnly);
     let owner = owner_only.then(|| {
-        app.config
+        config
             .workspace(&turn.chat_id)
             .and_then(|w| w.owner.as_deref())
             .unwrap_or_default()
     });
-    let presser = press.sender();
-    may_invoke(profile, owner, &presser).is_ok()
-        && Place::personal_owner(&turn.session_key)
-            .is_none_or(|o| presser.is_one_of(&[o.to_string()]))
+    may_act_on_session(profile, owner, &press.sender(), &turn.session_key)
 }

@@ -1,0 +1,92 @@
+//! The application state: what every request handler and background task shares.
+//!
+//! Built by [`super::bridge`], read by the HTTP layer (as the axum state) and by the
+//! card buttons; it depends on neither.
+
+use std::{collections::HashMap, ops::Deref, sync::Arc};
+
+use tokio::{sync::broadcast, time::Instant};
+
+use crate::{
+    agent::PendingCallbacks,
+    config::{Config, Profile},
+    feishu_api::{FeishuClient, identity::Identities},
+    inbox::{Committer, Processed},
+    protocol::{Credentials, crypto::AesKey},
+    store::Store,
+    telemetry::Metrics,
+    turns::{TurnDone, queue::SessionQueues},
+};
+
+/// One profile's callback credentials, with the AES key derived once at start.
+#[derive(Debug)]
+pub struct ProfileKeys {
+    profile: Profile,
+    aes: Option<AesKey>,
+}
+
+impl ProfileKeys {
+    pub(super) fn new(profile: Profile) -> Self {
+        let aes = profile.encrypt_key().map(AesKey::derive);
+        Self { profile, aes }
+    }
+
+    /// What authenticates this profile's event callbacks.
+    pub fn credentials(&self) -> Credentials<'_> {
+        Credentials {
+            encrypt: self.profile.encrypt_key().zip(self.aes.as_ref()),
+            verification_token: self.profile.verification_token(),
+        }
+    }
+
+    /// The Verification Token.
+    pub fn verification_token(&self) -> &str {
+        self.profile.verification_token()
+    }
+}
+
+/// Everything a request handler or worker needs.
+#[derive(Debug)]
+pub struct App {
+    /// Validated configuration.
+    pub config: Arc<Config>,
+    /// Profiles by URL name.
+    pub profiles: HashMap<String, ProfileKeys>,
+    /// The database.
+    pub store: Arc<dyn Store>,
+    /// The group committer on the webhook path.
+    pub committer: Committer,
+    /// This instance's metrics.
+    pub metrics: Metrics,
+    /// Process start.
+    pub started: Instant,
+    /// Worker outcomes, for observers.
+    pub processed: broadcast::Sender<Processed>,
+    /// Each profile's own bot identity.
+    pub identities: Arc<Identities>,
+    /// Per-session serial execution.
+    pub queues: SessionQueues,
+    /// Each profile's Open API client.
+    pub clients: HashMap<String, Arc<FeishuClient>>,
+    /// Finished turns, for observers.
+    pub turns_done: broadcast::Sender<TurnDone>,
+    /// Turns waiting for an agent's signed callback.
+    pub callbacks: Arc<PendingCallbacks>,
+}
+
+impl std::fmt::Debug for dyn Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({})", self.backend().as_str())
+    }
+}
+
+/// Cheap-to-clone handle on the [`App`]; the axum state.
+#[derive(Debug, Clone)]
+pub struct AppState(pub Arc<App>);
+
+impl Deref for AppState {
+    type Target = App;
+    fn deref(&self) -> &App {
+        &self.0
+    }
+}
