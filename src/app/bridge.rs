@@ -24,7 +24,7 @@ use crate::{
     inbox::{Committer, Pipeline, Worker},
     store::{self, Store},
     telemetry::Metrics,
-    turns::{RunnerParts, TurnRunner, queue::SessionQueues},
+    turns::{Recovery, RunnerParts, TurnRunner, queue::SessionQueues},
 };
 
 /// A started bridge: state, background tasks, and the means to stop them.
@@ -135,8 +135,9 @@ impl Bridge {
             // Unfinished turns of an earlier run are queued before any new event is
             // processed, so each session keeps its order.
             let recovery_queues = queues.clone();
+            let recovery = Recovery::new(turns.clone());
             tasks.push(tokio::spawn(async move {
-                if let Err(e) = turns.recover(&recovery_queues).await {
+                if let Err(e) = recovery.run(&recovery_queues).await {
                     tracing::error!(error = %e, "unfinished turns could not be read; they will be picked up at the next start");
                 }
                 worker.run().await;

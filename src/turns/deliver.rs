@@ -1,57 +1,101 @@
-//! Delivering a turn's answer: as a text reply in the request's thread, or as the final
-//! state of its streaming card; then recording it (the `agent_output` event, the topic
-//! root flag and the turn's success) in one transaction.
+//! Telling a turn's user: delivering its answer (as a text reply in the request's
+//! thread, or as the final state of its streaming card, then recording it — the
+//! `agent_output` event, the topic root flag and the turn's success — in one
+//! transaction), posting its streaming card, and telling how a turn ended without one.
+
+use std::{sync::Arc, time::Duration};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::{
     card::{CARD_TEXT_MAX, CardState, answer_card},
-    job::TurnJob,
-    runner::{TurnError, TurnRunner},
+    job::{ReplyTo, TurnError, TurnJob},
+    persist::persist,
+    stream::{MIN_UPDATE_INTERVAL_MS, StreamCard},
 };
 use crate::{
+    config::Config,
     context::{collector::token_estimate, selector::truncate},
-    feishu_api::outbound::{OutboundError, Reply},
-    feishu_api::reply::split,
-    store::{NewContextEvent, NewItem, TurnCompletion},
+    feishu_api::{
+        identity::Identities,
+        outbound::{Outbound, OutboundError},
+        reply::split,
+    },
+    store::{NewContextEvent, NewItem, Store, StoreError, TurnCompletion, TurnState},
     util::now_ms,
 };
 
-/// Where a turn's replies go: its request, in its thread in group chats (a private chat
-/// is one conversation: replies there quote the request in the chat).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct ReplyTo<'a> {
-    pub(super) profile: &'a str,
-    pub(super) chat_id: &'a str,
-    pub(super) message_id: &'a str,
-    pub(super) turn_id: &'a str,
-    pub(super) in_thread: bool,
+/// What the user is told about a turn a restart or shutdown interrupted.
+pub(super) const INTERRUPTED: &str = "Sorry, the bridge restarted while the agent was working on \
+     this, so it was not answered. Please send it again.";
+
+/// Posts and records what a turn tells its user.
+pub(super) struct Deliverer {
+    config: Arc<Config>,
+    store: Arc<dyn Store>,
+    identities: Arc<Identities>,
+    outbound: Arc<dyn Outbound>,
+    /// Cancelled when the bridge shuts down: writes stop being retried then.
+    shutdown: CancellationToken,
 }
 
-impl<'a> ReplyTo<'a> {
-    /// The request of `job`.
-    pub(super) fn of(job: &'a TurnJob) -> Self {
+impl Deliverer {
+    /// A deliverer over the app's parts.
+    pub(super) fn new(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        identities: Arc<Identities>,
+        outbound: Arc<dyn Outbound>,
+        shutdown: CancellationToken,
+    ) -> Self {
         Self {
-            profile: &job.profile,
-            chat_id: &job.chat_id,
-            message_id: &job.message_id,
-            turn_id: &job.turn_id,
-            in_thread: !job.is_dm,
+            config,
+            store,
+            identities,
+            outbound,
+            shutdown,
         }
     }
 
-    fn reply(self, kind: &'static str, text: String) -> Reply {
-        Reply {
-            profile: self.profile.to_string(),
-            chat_id: self.chat_id.to_string(),
-            reply_to: Some(self.message_id.to_string()),
-            in_thread: self.in_thread,
-            kind,
-            text,
-            turn_id: Some(self.turn_id.to_string()),
-        }
+    /// Records how a turn ended (retried while the database fails); `false` when it had
+    /// already ended.
+    pub(super) async fn end(
+        &self,
+        turn_id: &str,
+        state: TurnState,
+        error: &str,
+    ) -> Result<bool, StoreError> {
+        persist(&self.shutdown, "end", turn_id, || {
+            self.store.end_turn(turn_id, state, error, now_ms())
+        })
+        .await
     }
-}
 
-impl TurnRunner {
+    /// Posts the turn's card and starts keeping it current from `partial`; `None` (the
+    /// answer comes as text instead) when the card cannot be posted.
+    pub(super) async fn open_card(
+        &self,
+        job: &TurnJob,
+        partial: &watch::Sender<String>,
+    ) -> Option<StreamCard> {
+        let interval = Duration::from_millis(
+            self.config
+                .profile(&job.profile)
+                .map_or(MIN_UPDATE_INTERVAL_MS, |p| p.agent.stream_interval_ms)
+                .max(MIN_UPDATE_INTERVAL_MS),
+        );
+        let card = StreamCard::open(&self.outbound, job, partial, interval).await?;
+        if let Err(e) = self
+            .store
+            .set_turn_card(&job.turn_id, card.message_id())
+            .await
+        {
+            tracing::warn!(turn_id = %job.turn_id, error = %e, "card id not recorded");
+        }
+        Some(card)
+    }
+
     /// Posts the answer and records it. `card_id` is the turn's streaming card, if any.
     pub(super) async fn deliver(
         &self,
@@ -77,7 +121,7 @@ impl TurnRunner {
             topic_root_delivered,
             now: now_ms(),
         };
-        self.persist("completion", &job.turn_id, || {
+        persist(&self.shutdown, "completion", &job.turn_id, || {
             self.store.complete_turn(&completion)
         })
         .await?;
@@ -87,7 +131,7 @@ impl TurnRunner {
     /// Posts (or records) the answer; a reply the database failed to record is sent
     /// again with the same uuids once it is back, so Feishu posts it once.
     async fn send_answer(&self, job: &TurnJob, answer: &str) -> Result<String, OutboundError> {
-        self.persist("reply", &job.turn_id, || {
+        persist(&self.shutdown, "reply", &job.turn_id, || {
             let reply = ReplyTo::of(job).reply("answer", answer.to_string());
             self.outbound.send(reply)
         })

@@ -3,15 +3,19 @@
 
 use serde_json::json;
 
-use super::{job::TurnJob, runner::TurnRunner};
+use std::{collections::HashMap, sync::Arc};
+
+use super::job::TurnJob;
 use crate::{
-    config::{Config, WorkspaceMode},
+    config::{Config, Profile, WorkspaceMode},
     context::{
         prompt::{self, PromptParts},
         report::{SelectedItem, preview},
         selector::{self, Candidate, Request, Selected, Selection},
     },
-    store::StoreError,
+    feishu_api::{FeishuClient, identity::Identities},
+    store::{NewDecision, SessionRow, Store, StoreError},
+    util::now_ms,
 };
 
 /// Everything the prompt of one turn is made of, with the record of why.
@@ -106,6 +110,57 @@ impl Gathered {
         out
     }
 
+    /// The decision record of `job`'s turn in `session`: what was selected and
+    /// excluded, why, and the prompt (empty when the turn is not handed to the agent).
+    pub(super) fn decision(
+        &self,
+        job: &TurnJob,
+        session: &SessionRow,
+        target_id: Option<String>,
+        prompt: &str,
+        modes: (bool, bool),
+    ) -> NewDecision {
+        let mut sources = vec![format!(",{},", job.message_id)];
+        sources.extend(
+            self.source_message_ids
+                .iter()
+                .chain(self.selected().map(|s| &s.message_id))
+                .map(|m| format!("{m},")),
+        );
+        // The same fields as the explain record's excluded items: serialized as they are.
+        let excluded: Vec<_> = self
+            .thread
+            .excluded
+            .iter()
+            .chain(&self.history.excluded)
+            .collect();
+        let item_ids: Vec<i64> = self.selected().map(|s| s.item_id).collect();
+        NewDecision {
+            chat_id: job.chat_id.clone(),
+            root_msg_id: job.root_msg_id.clone(),
+            message_id: job.message_id.clone(),
+            bridge_id: job.app_id.clone(),
+            bot_profile: job.profile.clone(),
+            target_id,
+            workspace_mode: job
+                .workspace_mode
+                .map_or("dm", WorkspaceMode::as_str)
+                .into(),
+            mode: self.mode(modes.0, modes.1),
+            session_key: session.session_key.clone(),
+            session_id: session.session_id.clone(),
+            request_text: job.request_text.clone(),
+            thread_context: self.rendered_context(),
+            selected_item_ids_json: json_text(&item_ids),
+            selected_json: json_text(&self.selected_items()),
+            excluded_json: json_text(&excluded),
+            prompt_preview: prompt.to_string(),
+            diagnostics_json: self.diagnostics().to_string(),
+            source_message_ids: sources.concat(),
+            created_at: now_ms(),
+        }
+    }
+
     /// Diagnostics for the decision.
     pub fn diagnostics(&self) -> serde_json::Value {
         json!({
@@ -118,7 +173,48 @@ impl Gathered {
     }
 }
 
-impl TurnRunner {
+/// Reads a turn's context: the store first, the Open API for messages it never saw.
+pub(super) struct Gatherer {
+    config: Arc<Config>,
+    store: Arc<dyn Store>,
+    clients: HashMap<String, Arc<FeishuClient>>,
+    identities: Arc<Identities>,
+}
+
+impl Gatherer {
+    /// A gatherer over the app's parts.
+    pub(super) fn new(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        clients: HashMap<String, Arc<FeishuClient>>,
+        identities: Arc<Identities>,
+    ) -> Self {
+        Self {
+            config,
+            store,
+            clients,
+            identities,
+        }
+    }
+
+    /// A per-profile context setting (`false` for a profile no longer configured).
+    pub(super) fn profile_flag(
+        &self,
+        profile: &str,
+        flag: impl Fn(&Config, &Profile) -> bool,
+    ) -> bool {
+        self.config
+            .profile(profile)
+            .is_some_and(|p| flag(&self.config, p))
+    }
+
+    fn thread_limit(&self, chat_id: &str) -> usize {
+        self.config
+            .workspace(chat_id)
+            .and_then(|w| w.thread_context_limit)
+            .unwrap_or(self.config.context.thread_context_limit)
+    }
+
     /// Reads and selects everything the turn's prompt is made of.
     pub(super) async fn gather(
         &self,
@@ -245,4 +341,9 @@ impl TurnRunner {
             }
         }
     }
+}
+
+/// Row values serialised as JSON text (plain data: serialising cannot fail).
+fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
 }

@@ -1,9 +1,14 @@
-//! A turn as routing hands it over: what it answers, where, for whom, and in which
-//! session. Stored with the queued turn, so it runs again after a restart.
+//! A turn as routing hands it over (its job: what it answers, where, for whom, in which
+//! session; stored with the queued turn, so it runs again after a restart), where its
+//! replies go, why it can fail, and how its end is announced.
 
 use serde::{Deserialize, Serialize};
 
-use crate::{config::WorkspaceMode, store::NewTurn};
+use crate::{
+    config::WorkspaceMode,
+    feishu_api::outbound::{OutboundError, Reply},
+    store::{NewTurn, StoreError},
+};
 
 /// A turn as routing hands it over (and as it is stored, to run again after a restart).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -70,4 +75,67 @@ impl TurnJob {
             .as_deref()
             .filter(|p| !p.is_empty() && *p != self.root_msg_id && *p != self.message_id)
     }
+}
+
+/// Where a turn's replies go: its request, in its thread in group chats (a private chat
+/// is one conversation: replies there quote the request in the chat).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReplyTo<'a> {
+    pub(super) profile: &'a str,
+    pub(super) chat_id: &'a str,
+    pub(super) message_id: &'a str,
+    pub(super) turn_id: &'a str,
+    pub(super) in_thread: bool,
+}
+
+impl<'a> ReplyTo<'a> {
+    /// The request of `job`.
+    pub(super) fn of(job: &'a TurnJob) -> Self {
+        Self {
+            profile: &job.profile,
+            chat_id: &job.chat_id,
+            message_id: &job.message_id,
+            turn_id: &job.turn_id,
+            in_thread: !job.is_dm,
+        }
+    }
+
+    /// A reply of `kind` with `text` to this target.
+    pub(super) fn reply(self, kind: &'static str, text: String) -> Reply {
+        Reply {
+            profile: self.profile.to_string(),
+            chat_id: self.chat_id.to_string(),
+            reply_to: Some(self.message_id.to_string()),
+            in_thread: self.in_thread,
+            kind,
+            text,
+            turn_id: Some(self.turn_id.to_string()),
+        }
+    }
+}
+
+/// Why a turn could not run to its end.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum TurnError {
+    /// The database failed or refused a write.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A reply could not be sent.
+    #[error("reply not sent: {0}")]
+    Outbound(#[from] OutboundError),
+}
+
+/// A finished turn, broadcast for observers (tests, tools).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnDone {
+    /// Its profile.
+    pub profile: String,
+    /// The request message.
+    pub message_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// `answered`, `stopped`, `interrupted`, `quote_unreadable`, `agent_failed`,
+    /// `failed`, `skipped` (no longer queued when its time came), `delivered` (an answer
+    /// stored before a restart, posted after it).
+    pub outcome: &'static str,
 }

@@ -9,6 +9,11 @@
 //! Turns are persisted (`queued → running → succeeded | failed | cancelled`): queued in
 //! the routing transaction of their request, the agent's answer stored before it is
 //! posted, and unfinished ones picked up after a restart (`recovery`).
+//!
+//! The types call each other one way: [`Recovery`] uses the [`TurnRunner`], which
+//! gathers a turn's context (`gather`), hands it to the agent, and leaves everything the
+//! user is told to the `Deliverer` (`deliver`, with the streaming card of `stream`).
+//! A turn's job, errors and reply target are in `job`.
 
 pub mod buttons;
 pub mod card;
@@ -21,6 +26,6 @@ mod recovery;
 mod runner;
 mod stream;
 
-pub use job::TurnJob;
-pub use recovery::Recovered;
-pub use runner::{RunnerParts, TurnDone, TurnRunner};
+pub use job::{TurnDone, TurnJob};
+pub use recovery::{Recovered, Recovery};
+pub use runner::{RunnerParts, TurnRunner};

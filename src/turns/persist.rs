@@ -7,7 +7,8 @@
 
 use std::{future::Future, time::Duration};
 
-use super::runner::TurnRunner;
+use tokio_util::sync::CancellationToken;
+
 use crate::{feishu_api::outbound::OutboundError, store::StoreError};
 
 /// An error that may be the database's alone.
@@ -34,45 +35,43 @@ pub(super) fn pause(failures: u32) -> Duration {
     (Duration::from_millis(100) * factor).min(Duration::from_secs(5))
 }
 
-impl TurnRunner {
-    /// Runs `op` until it succeeds, fails for a reason other than the database, or the
-    /// bridge shuts down (the last error is returned then).
-    pub(super) async fn persist<T, E, Fut>(
-        &self,
-        what: &'static str,
-        turn_id: &str,
-        mut op: impl FnMut() -> Fut,
-    ) -> Result<T, E>
-    where
-        E: MayBeDatabase,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        let mut failures = 0u32;
-        loop {
-            match op().await {
-                Ok(v) => {
-                    if failures > 0 {
-                        tracing::info!(
-                            turn_id,
-                            what,
-                            failures,
-                            "the database took the turn's write"
-                        );
-                    }
-                    return Ok(v);
+/// Runs `op` until it succeeds, fails for a reason other than the database, or
+/// `shutdown` is cancelled (the last error is returned then).
+pub(super) async fn persist<T, E, Fut>(
+    shutdown: &CancellationToken,
+    what: &'static str,
+    turn_id: &str,
+    mut op: impl FnMut() -> Fut,
+) -> Result<T, E>
+where
+    E: MayBeDatabase,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut failures = 0u32;
+    loop {
+        match op().await {
+            Ok(v) => {
+                if failures > 0 {
+                    tracing::info!(
+                        turn_id,
+                        what,
+                        failures,
+                        "the database took the turn's write"
+                    );
                 }
-                Err(e) if e.database_failed() => {
-                    failures += 1;
-                    if failures == 1 {
-                        tracing::warn!(turn_id, what, error = %e, "the database failed; retrying the turn's write");
-                    }
-                    tokio::select! {
-                        () = tokio::time::sleep(pause(failures)) => {}
-                        () = self.shutdown.cancelled() => return Err(e),
-                    }
-                }
-                Err(e) => return Err(e),
+                return Ok(v);
             }
+            Err(e) if e.database_failed() => {
+                failures += 1;
+                if failures == 1 {
+                    tracing::warn!(turn_id, what, error = %e, "the database failed; retrying the turn's write");
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(pause(failures)) => {}
+                    () = shutdown.cancelled() => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
         }
     }
 }

@@ -6,16 +6,14 @@
 
 use std::sync::Arc;
 
-use super::{card::CardState, deliver::ReplyTo, job::TurnJob, runner::TurnRunner};
-use crate::{
-    store::{StoreError, TurnRow, TurnState},
-    turns::queue::SessionQueues,
-    util::now_ms,
+use super::{
+    card::CardState,
+    deliver::INTERRUPTED,
+    job::{ReplyTo, TurnJob},
+    queue::SessionQueues,
+    runner::TurnRunner,
 };
-
-/// What the user is told about a turn a restart or shutdown interrupted.
-pub(super) const INTERRUPTED: &str = "Sorry, the bridge restarted while the agent was working on \
-     this, so it was not answered. Please send it again.";
+use crate::store::{StoreError, TurnRow, TurnState};
 
 /// What recovery found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -28,41 +26,48 @@ pub struct Recovered {
     pub interrupted: usize,
 }
 
-impl TurnRunner {
+/// Picks up the turns an earlier run left unfinished, through the runner that runs new
+/// ones.
+#[derive(Debug, Clone)]
+pub struct Recovery {
+    runner: Arc<TurnRunner>,
+}
+
+impl Recovery {
+    /// Recovery through `runner`.
+    pub fn new(runner: Arc<TurnRunner>) -> Self {
+        Self { runner }
+    }
+
     /// Picks up every unfinished turn, through the session queues so that each session
     /// keeps its order.
-    pub async fn recover(
-        self: &Arc<Self>,
-        queues: &SessionQueues,
-    ) -> Result<Recovered, StoreError> {
+    pub async fn run(&self, queues: &SessionQueues) -> Result<Recovered, StoreError> {
         let mut found = Recovered::default();
-        for row in self.store.unfinished_turns().await? {
+        for row in self.runner.store().unfinished_turns().await? {
             let state = row.state()?;
             let job = serde_json::from_str::<TurnJob>(&row.job_json).ok();
+            let (key, label) = (row.session_key.clone(), row.turn_id.clone());
+            let this = self.clone();
             match (state, job) {
                 (TurnState::Queued, Some(job)) => {
                     found.requeued += 1;
-                    self.submit(queues, job);
+                    self.runner.submit(queues, job);
                 }
                 (TurnState::Running, Some(job)) if row.output.is_some() => {
                     found.delivering += 1;
-                    let runner = self.clone();
-                    let (key, label) = (row.session_key.clone(), row.turn_id.clone());
                     queues.submit(
                         &key,
                         &label,
-                        Box::new(move |_| Box::pin(async move { runner.resume(row, job).await })),
+                        Box::new(move |_| Box::pin(async move { this.resume(row, job).await })),
                     );
                 }
                 (_, job) => {
                     found.interrupted += 1;
-                    let runner = self.clone();
-                    let (key, label) = (row.session_key.clone(), row.turn_id.clone());
                     queues.submit(
                         &key,
                         &label,
                         Box::new(move |_| {
-                            Box::pin(async move { runner.interrupted(row, job).await })
+                            Box::pin(async move { this.interrupted(row, job).await })
                         }),
                     );
                 }
@@ -82,32 +87,35 @@ impl TurnRunner {
     /// Delivers an answer stored before the restart.
     async fn resume(&self, row: TurnRow, job: TurnJob) {
         let output = row.output.clone().unwrap_or_default();
-        let outcome = match self
+        let deliverer = self.runner.deliverer();
+        let outcome = match deliverer
             .deliver(&job, row.card_message_id.as_deref(), &output, None)
             .await
         {
             Ok(()) => "delivered",
             Err(e) => {
                 tracing::error!(turn_id = %row.turn_id, error = %e, "stored answer not delivered");
-                let _ = self
-                    .store
-                    .end_turn(&row.turn_id, TurnState::Failed, &e.to_string(), now_ms())
-                    .await;
+                if let Err(e) = deliverer
+                    .end(&row.turn_id, TurnState::Failed, &e.to_string())
+                    .await
+                {
+                    tracing::error!(turn_id = %row.turn_id, error = %e, "undelivered turn not recorded");
+                }
                 "failed"
             }
         };
-        self.announce(&row.profile, &row.message_id, &row.turn_id, outcome);
+        self.runner
+            .announce(&row.profile, &row.message_id, &row.turn_id, outcome);
     }
 
     /// Fails a turn the restart interrupted and tells its user.
     async fn interrupted(&self, row: TurnRow, job: Option<TurnJob>) {
-        let ended = self
-            .store
-            .end_turn(
+        let deliverer = self.runner.deliverer();
+        let ended = deliverer
+            .end(
                 &row.turn_id,
                 TurnState::Failed,
                 "interrupted: the bridge restarted",
-                now_ms(),
             )
             .await;
         match ended {
@@ -121,11 +129,13 @@ impl TurnRunner {
                 };
                 let card = row.card_message_id.as_deref().map(|id| (id, ""));
                 let shown = CardState::Failed(INTERRUPTED);
-                if let Err(e) = self.tell_ended(to, card, shown, INTERRUPTED).await {
+                if let Err(e) = deliverer.tell_ended(to, card, shown, INTERRUPTED).await {
                     tracing::warn!(turn_id = %row.turn_id, error = %e, "interrupted turn's user not told");
                 }
-                self.announce(&row.profile, &row.message_id, &row.turn_id, "interrupted");
+                self.runner
+                    .announce(&row.profile, &row.message_id, &row.turn_id, "interrupted");
             }
+            // Someone else ended it meanwhile (a stop): nothing to tell.
             Ok(false) => {}
             Err(e) => {
                 tracing::error!(turn_id = %row.turn_id, error = %e, "interrupted turn not recorded")

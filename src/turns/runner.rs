@@ -1,68 +1,51 @@
-//! Running one turn: claim it, gather, record the decision, hand the prompt to the
-//! agent, store the answer, then deliver it (see `deliver`).
+//! Running one turn, in named steps: start it (gather its context, record the decision,
+//! set it running), hand the prompt to the agent (streaming into a card when the
+//! backend streams), and conclude (store the answer, then hand it to the [`Deliverer`];
+//! or record why there is none). Runs in its session's queue.
 
 use std::{collections::HashMap, sync::Arc};
 
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::{card::CardState, deliver::ReplyTo, job::TurnJob};
+use super::{
+    card::CardState,
+    deliver::{Deliverer, INTERRUPTED},
+    gather::{Gathered, Gatherer},
+    job::{ReplyTo, TurnDone, TurnError, TurnJob},
+    persist::{pause, persist},
+    queue::SessionQueues,
+};
 use crate::{
-    agent::{Agent, AgentTurn, EchoAgent, PastTurn},
-    config::{Config, WorkspaceMode},
-    feishu_api::FeishuClient,
-    feishu_api::identity::Identities,
-    feishu_api::outbound::{Outbound, OutboundError},
-    store::{NewDecision, StartedTurn, Store, StoreError, TurnStart, TurnState},
-    turns::queue::SessionQueues,
+    agent::{Agent, AgentError, AgentTurn, ContextItem, EchoAgent, PastTurn, TurnSender},
+    config::Config,
+    feishu_api::{FeishuClient, identity::Identities, outbound::Outbound},
+    store::{SessionRow, StartedTurn, Store, TurnStart, TurnState},
+    telemetry::Metrics,
     util::now_ms,
 };
 
 /// How many earlier turns of the session a conversational backend gets.
 const EARLIER_TURNS: i64 = 20;
 
-/// The newest earlier turns whose requests and answers fit in `max_chars` together
-/// (oldest dropped first), oldest first.
-fn within_budget(mut earlier: Vec<PastTurn>, max_chars: usize) -> Vec<PastTurn> {
-    let mut total = 0usize;
-    let mut keep = earlier.len();
-    for (i, t) in earlier.iter().enumerate().rev() {
-        total += t.request.chars().count() + t.output.chars().count();
-        if total > max_chars {
-            break;
-        }
-        keep = i;
-    }
-    earlier.split_off(keep)
-}
-
-/// A finished turn, broadcast for observers (tests, tools).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnDone {
-    /// Profile.
-    pub profile: String,
-    /// Request message.
-    pub message_id: String,
-    /// The turn.
-    pub turn_id: String,
-    /// `answered`, `stopped`, `interrupted`, `quote_unreadable`, `agent_failed`,
-    /// `failed`, `skipped` (no longer queued when its time came), `delivered` (an answer
-    /// stored before a restart, posted after it).
-    pub outcome: &'static str,
-}
+/// What a user is told when the message they quoted cannot be read.
+const QUOTE_UNREADABLE: &str = "I could not read the message you replied to (it may have \
+     been recalled or I cannot see it), so I did not send your request to the agent. Please \
+     quote it again or paste its text.";
 
 /// Runs turns.
 pub struct TurnRunner {
-    pub(super) config: Arc<Config>,
-    pub(super) store: Arc<dyn Store>,
-    pub(super) identities: Arc<Identities>,
-    pub(super) clients: HashMap<String, Arc<FeishuClient>>,
-    pub(super) outbound: Arc<dyn Outbound>,
-    done: tokio::sync::broadcast::Sender<TurnDone>,
+    config: Arc<Config>,
+    store: Arc<dyn Store>,
+    identities: Arc<Identities>,
+    gatherer: Gatherer,
+    deliverer: Arc<Deliverer>,
     agents: HashMap<String, Arc<dyn Agent>>,
-    metrics: crate::telemetry::Metrics,
+    done: broadcast::Sender<TurnDone>,
+    metrics: Metrics,
     /// Cancelled when the bridge shuts down: a turn cancelled then was interrupted, not
     /// stopped by its user, and a queued one stays queued for the next start.
-    pub(super) shutdown: CancellationToken,
+    shutdown: CancellationToken,
 }
 
 impl std::fmt::Debug for TurnRunner {
@@ -71,69 +54,81 @@ impl std::fmt::Debug for TurnRunner {
     }
 }
 
-/// Why a turn could not run to its end.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum TurnError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("reply not sent: {0}")]
-    Outbound(#[from] OutboundError),
-}
-
 /// The parts of a runner, for [`TurnRunner::new`].
 pub struct RunnerParts {
-    /// Configuration.
+    /// The configuration.
     pub config: Arc<Config>,
-    /// Store.
+    /// The database.
     pub store: Arc<dyn Store>,
-    /// Bot identities.
+    /// Each profile's own bot identity.
     pub identities: Arc<Identities>,
-    /// Open API clients per profile.
+    /// Open API clients per profile (reading messages the store never saw).
     pub clients: HashMap<String, Arc<FeishuClient>>,
     /// Where replies go.
     pub outbound: Arc<dyn Outbound>,
-    /// Finished turns are announced here.
-    pub done: tokio::sync::broadcast::Sender<TurnDone>,
+    /// Where finished turns are announced.
+    pub done: broadcast::Sender<TurnDone>,
     /// Agent backends per profile.
     pub agents: HashMap<String, Arc<dyn Agent>>,
     /// Cancelled at shutdown.
     pub shutdown: CancellationToken,
     /// Where finished turns are counted.
-    pub metrics: crate::telemetry::Metrics,
+    pub metrics: Metrics,
+}
+
+/// A turn that started: its session, what was gathered, its prompt, its row.
+struct Started {
+    session: SessionRow,
+    gathered: Gathered,
+    prompt: String,
+    row_id: i64,
+    quote_readable: bool,
+}
+
+/// What the agent did with a turn; `None` when the turn was cancelled first.
+struct Asked {
+    answer: Option<Result<String, AgentError>>,
+    /// The streaming card's message id and the text it showed last.
+    card: Option<(String, String)>,
 }
 
 impl TurnRunner {
     /// A runner over the app's parts.
     pub fn new(p: RunnerParts) -> Self {
+        let deliverer = Deliverer::new(
+            p.config.clone(),
+            p.store.clone(),
+            p.identities.clone(),
+            p.outbound,
+            p.shutdown.clone(),
+        );
+        let gatherer = Gatherer::new(
+            p.config.clone(),
+            p.store.clone(),
+            p.clients,
+            p.identities.clone(),
+        );
         Self {
             config: p.config,
             store: p.store,
             identities: p.identities,
-            clients: p.clients,
-            outbound: p.outbound,
-            done: p.done,
+            gatherer,
+            deliverer: Arc::new(deliverer),
             agents: p.agents,
+            done: p.done,
             metrics: p.metrics,
             shutdown: p.shutdown,
         }
     }
 
-    pub(super) fn thread_limit(&self, chat_id: &str) -> usize {
-        self.config
-            .workspace(chat_id)
-            .and_then(|w| w.thread_context_limit)
-            .unwrap_or(self.config.context.thread_context_limit)
+    /// The store (recovery reads the unfinished turns from it).
+    pub(super) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
-    /// A per-profile context setting (`false` for a profile no longer configured).
-    pub(super) fn profile_flag(
-        &self,
-        profile: &str,
-        flag: impl Fn(&Config, &crate::config::Profile) -> bool,
-    ) -> bool {
-        self.config
-            .profile(profile)
-            .is_some_and(|p| flag(&self.config, p))
+    /// What tells users about turns (recovery delivers stored answers through it).
+    pub(super) fn deliverer(&self) -> &Deliverer {
+        &self.deliverer
     }
 
     /// Queues a job behind its session's earlier turns (labelled with its turn id, so a
@@ -168,7 +163,7 @@ impl TurnRunner {
                 tracing::warn!(profile = %job.profile, turn_id = %job.turn_id, error = %e, "the database failed before the turn started; it will try again");
             }
             tokio::select! {
-                () = tokio::time::sleep(super::persist::pause(failures)) => {}
+                () = tokio::time::sleep(pause(failures)) => {}
                 // It stays queued (or, if its start went through, recovery ends it).
                 () = self.shutdown.cancelled() => return,
                 () = cancel.cancelled() => {
@@ -186,24 +181,7 @@ impl TurnRunner {
         self.announce(&job.profile, &job.message_id, &job.turn_id, outcome);
     }
 
-    /// Ends a turn as failed and tells its user.
-    async fn fail(&self, job: &TurnJob, e: &TurnError) -> &'static str {
-        tracing::error!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, error = %e, "turn failed");
-        let why = e.to_string();
-        let ended = self
-            .persist("end", &job.turn_id, || {
-                self.store
-                    .end_turn(&job.turn_id, TurnState::Failed, &why, now_ms())
-            })
-            .await;
-        if let Err(e) = ended {
-            tracing::error!(turn_id = %job.turn_id, error = %e, "failed turn not recorded");
-        }
-        let sorry = "Sorry, this request failed inside the bridge; please try again.";
-        let _ = self.notify(ReplyTo::of(job), sorry).await;
-        "failed"
-    }
-
+    /// Logs, counts and broadcasts how a turn ended.
     pub(super) fn announce(
         &self,
         profile: &str,
@@ -216,6 +194,7 @@ impl TurnRunner {
             .turns_finished
             .with_label_values(&[profile, outcome])
             .inc();
+        // Nobody listening is fine: the broadcast is for observers only.
         let _ = self.done.send(TurnDone {
             profile: profile.to_string(),
             message_id: message_id.to_string(),
@@ -229,6 +208,32 @@ impl TurnRunner {
         job: &TurnJob,
         cancel: &CancellationToken,
     ) -> Result<&'static str, TurnError> {
+        let started = match self.start(job).await? {
+            Ok(started) => started,
+            Err(outcome) => return Ok(outcome),
+        };
+        if !started.quote_readable {
+            self.deliverer
+                .end(
+                    &job.turn_id,
+                    TurnState::Failed,
+                    "the quoted message could not be read",
+                )
+                .await?;
+            self.deliverer
+                .notify(ReplyTo::of(job), QUOTE_UNREADABLE)
+                .await?;
+            return Ok("quote_unreadable");
+        }
+        let turn = self.agent_turn(job, &started).await?;
+        let asked = self.ask(job, &turn, cancel).await;
+        self.conclude(job, &started, asked).await
+    }
+
+    /// Starts a turn: its session, its context, its decision, all recorded with the
+    /// turn set running (and the pending history it consumes) in one transaction.
+    /// `Err(outcome)` when it does not start.
+    async fn start(&self, job: &TurnJob) -> Result<Result<Started, &'static str>, TurnError> {
         let Some(session) = self.store.session(&job.profile, &job.session_key).await? else {
             tracing::warn!(session_key = %job.session_key, "turn for a session that no longer exists");
             self.store
@@ -239,80 +244,40 @@ impl TurnRunner {
                     now_ms(),
                 )
                 .await?;
-            return Ok("failed");
+            return Ok(Err("failed"));
         };
         // Cancelled or recalled while it waited: nothing to do (a cheap read before the
         // gathering; starting it below is what settles it).
         let queued = self.store.turn(&job.turn_id).await?;
         if !queued.is_some_and(|t| t.state().is_ok_and(|s| s == TurnState::Queued)) {
-            return Ok("skipped");
+            return Ok(Err("skipped"));
         }
-        let thread_on =
-            !job.is_dm && self.profile_flag(&job.profile, Config::shared_thread_enabled);
-        let history_on =
-            !job.is_dm && self.profile_flag(&job.profile, Config::group_chat_history_share);
-        let mut g = self
-            .gather(
-                job,
-                session.topic_root_prompt_delivered,
-                thread_on,
-                history_on,
-            )
+        let thread_on = !job.is_dm
+            && self
+                .gatherer
+                .profile_flag(&job.profile, Config::shared_thread_enabled);
+        let history_on = !job.is_dm
+            && self
+                .gatherer
+                .profile_flag(&job.profile, Config::group_chat_history_share);
+        let delivered = session.topic_root_prompt_delivered;
+        let mut gathered = self
+            .gatherer
+            .gather(job, delivered, thread_on, history_on)
             .await?;
-        let quoted_ok = self.quoted(job, &mut g).await?;
-        let prompt = if quoted_ok.is_ok() {
-            g.prompt(&job.request_text)
+        let quote_readable = self.gatherer.quoted(job, &mut gathered).await?.is_ok();
+        let prompt = if quote_readable {
+            gathered.prompt(&job.request_text)
         } else {
             String::new()
         };
-
-        let mut sources = vec![format!(",{},", job.message_id)];
-        sources.extend(
-            g.source_message_ids
-                .iter()
-                .chain(g.selected().map(|s| &s.message_id))
-                .map(|m| format!("{m},")),
-        );
-        // The same fields as the explain record's excluded items: serialized as they are.
-        let excluded: Vec<_> = g
-            .thread
-            .excluded
-            .iter()
-            .chain(&g.history.excluded)
-            .collect();
-        let selected = g.selected_items();
-        let decision = NewDecision {
-            chat_id: job.chat_id.clone(),
-            root_msg_id: job.root_msg_id.clone(),
-            message_id: job.message_id.clone(),
-            bridge_id: job.app_id.clone(),
-            bot_profile: job.profile.clone(),
-            target_id: self.identities.get(&job.profile),
-            workspace_mode: job
-                .workspace_mode
-                .map_or("dm", WorkspaceMode::as_str)
-                .into(),
-            mode: g.mode(thread_on, history_on),
-            session_key: session.session_key.clone(),
-            session_id: session.session_id.clone(),
-            request_text: job.request_text.clone(),
-            thread_context: g.rendered_context(),
-            selected_item_ids_json: serde_json::to_string(
-                &g.selected().map(|s| s.item_id).collect::<Vec<_>>(),
-            )
-            .unwrap_or_default(),
-            selected_json: serde_json::to_string(&selected).unwrap_or_default(),
-            excluded_json: serde_json::to_string(&excluded).unwrap_or_default(),
-            prompt_preview: prompt.clone(),
-            diagnostics_json: g.diagnostics().to_string(),
-            source_message_ids: sources.concat(),
-            created_at: now_ms(),
-        };
+        let target = self.identities.get(&job.profile);
+        let decision = gathered.decision(job, &session, target, &prompt, (thread_on, history_on));
         // Accepted (unless the quote is unreadable): the pending history up to this
         // snapshot is consumed together with the start, whatever the agent does next.
-        let consume = g
+        let consume = gathered
             .history_up_to
-            .filter(|_| quoted_ok.is_ok())
+            .filter(|_| quote_readable)
             .map(|up_to| (job.profile.as_str(), job.history_scope.as_str(), up_to));
         let start = TurnStart {
             turn_id: &job.turn_id,
@@ -325,37 +290,32 @@ impl TurnRunner {
             decision_id,
         }) = self.store.start_turn(&start).await?
         else {
-            return Ok("skipped");
+            return Ok(Err("skipped"));
         };
         tracing::info!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, decision_id, mode = %decision.mode, "context decision recorded");
+        Ok(Ok(Started {
+            session,
+            gathered,
+            prompt,
+            row_id,
+            quote_readable,
+        }))
+    }
 
-        if quoted_ok.is_err() {
-            self.persist("end", &job.turn_id, || {
-                self.store.end_turn(
-                    &job.turn_id,
-                    TurnState::Failed,
-                    "the quoted message could not be read",
-                    now_ms(),
-                )
-            })
-            .await?;
-            let notice = "I could not read the message you replied to (it may have been recalled \
-                 or I cannot see it), so I did not send your request to the agent. Please quote it \
-                 again or paste its text.";
-            self.notify(ReplyTo::of(job), notice).await?;
-            return Ok("quote_unreadable");
-        }
-        let earlier = within_budget(
-            self.persist("history", &job.turn_id, || {
-                self.store.session_history(
-                    &job.profile,
-                    &session.session_key,
-                    &session.session_id,
-                    row_id,
-                    EARLIER_TURNS,
-                )
-            })
-            .await?
+    /// What the agent is handed: the prompt, the selected items, and the session's
+    /// earlier turns that fit the context budget.
+    async fn agent_turn(&self, job: &TurnJob, s: &Started) -> Result<AgentTurn, TurnError> {
+        let history = persist(&self.shutdown, "history", &job.turn_id, || {
+            self.store.session_history(
+                &job.profile,
+                &s.session.session_key,
+                &s.session.session_id,
+                s.row_id,
+                EARLIER_TURNS,
+            )
+        })
+        .await?;
+        let earlier = history
             .into_iter()
             .filter_map(|t| {
                 let output = t.output.filter(|o| !o.is_empty())?;
@@ -364,27 +324,26 @@ impl TurnRunner {
                     output,
                 })
             })
-            .collect(),
-            self.config.context.max_context_chars,
-        );
-        let turn = AgentTurn {
+            .collect();
+        let g = &s.gathered;
+        Ok(AgentTurn {
             turn_id: job.turn_id.clone(),
-            sender: crate::agent::TurnSender {
+            sender: TurnSender {
                 open_id: job.sender_open_id.clone(),
                 name: job.sender_name.clone(),
             },
             profile: job.profile.clone(),
-            session_key: session.session_key.clone(),
-            session_id: session.session_id.clone(),
+            session_key: s.session.session_key.clone(),
+            session_id: s.session.session_id.clone(),
             chat_id: job.chat_id.clone(),
             chat_type: job.chat_type.clone(),
             root_msg_id: job.root_msg_id.clone(),
             message_id: job.message_id.clone(),
             request_text: job.request_text.clone(),
-            prompt,
+            prompt: s.prompt.clone(),
             context_items: g
                 .selected()
-                .map(|s| crate::agent::ContextItem {
+                .map(|s| ContextItem {
                     item_type: s.item_type.clone(),
                     author_label: s.author_label.clone(),
                     text: s.text.clone(),
@@ -394,77 +353,115 @@ impl TurnRunner {
             topic_root: g.topic_root.is_some(),
             quoted: g.quoted.is_some(),
             history: g.history.selected.len(),
-            earlier,
-        };
+            earlier: within_budget(earlier, self.config.context.max_context_chars),
+        })
+    }
+
+    /// Hands the turn to its agent, streaming into a card when the backend streams,
+    /// until it answers or the turn is cancelled.
+    async fn ask(&self, job: &TurnJob, turn: &AgentTurn, cancel: &CancellationToken) -> Asked {
         let agent: Arc<dyn Agent> = self
             .agents
             .get(&job.profile)
             .cloned()
             .unwrap_or_else(|| Arc::new(EchoAgent));
-        let (partial, _) = tokio::sync::watch::channel(String::new());
+        let (partial, _) = watch::channel(String::new());
         let card = if agent.streams() {
-            self.open_card(job, &partial).await
+            self.deliverer.open_card(job, &partial).await
         } else {
             None
         };
         let answer = tokio::select! {
             biased;
             () = cancel.cancelled() => None,
-            a = agent.run(&turn, &partial) => Some(a),
+            a = agent.run(turn, &partial) => Some(a),
         };
-        let partial_text = partial.borrow().clone();
-        let card_id = match card {
-            Some(c) => Some(c.finish().await),
+        let shown = partial.borrow().clone();
+        let card = match card {
+            Some(c) => Some((c.finish().await, shown)),
             None => None,
         };
-        let card = card_id.as_deref().map(|id| (id, partial_text.as_str()));
-        let root_delivered = matches!(g.topic_root_status, "injected" | "is_request").then(|| {
-            (
-                job.profile.clone(),
-                session.session_key.clone(),
-                session.session_id.clone(),
-            )
-        });
-        match answer {
+        Asked { answer, card }
+    }
+
+    /// Records and tells what became of the turn: its answer stored, then delivered; or
+    /// why there is none.
+    async fn conclude(
+        &self,
+        job: &TurnJob,
+        s: &Started,
+        asked: Asked,
+    ) -> Result<&'static str, TurnError> {
+        let card = asked
+            .card
+            .as_ref()
+            .map(|(id, text)| (id.as_str(), text.as_str()));
+        match asked.answer {
             None => self.end_cancelled(job, card).await,
             Some(Err(e)) => {
                 let why = e.to_string();
-                self.persist("end", &job.turn_id, || {
-                    self.store
-                        .end_turn(&job.turn_id, TurnState::Failed, &why, now_ms())
-                })
-                .await?;
+                self.deliverer
+                    .end(&job.turn_id, TurnState::Failed, &why)
+                    .await?;
                 let notice = format!("The agent did not answer: {why}");
-                self.tell_ended(ReplyTo::of(job), card, CardState::Failed(&why), &notice)
+                self.deliverer
+                    .tell_ended(ReplyTo::of(job), card, CardState::Failed(&why), &notice)
                     .await?;
                 Ok("agent_failed")
             }
             Some(Ok(answer)) => {
                 // Stored before it is posted: a restart delivers it instead of losing it.
-                self.persist("answer", &job.turn_id, || {
+                persist(&self.shutdown, "answer", &job.turn_id, || {
                     self.store.save_turn_output(&job.turn_id, &answer, now_ms())
                 })
                 .await?;
-                self.deliver(job, card_id.as_deref(), &answer, root_delivered)
+                let root_delivered =
+                    matches!(s.gathered.topic_root_status, "injected" | "is_request").then(|| {
+                        (
+                            job.profile.clone(),
+                            s.session.session_key.clone(),
+                            s.session.session_id.clone(),
+                        )
+                    });
+                let card_id = card.map(|(id, _)| id);
+                self.deliverer
+                    .deliver(job, card_id, &answer, root_delivered)
                     .await?;
                 Ok("answered")
             }
         }
     }
 
+    /// Ends a turn as failed and tells its user.
+    async fn fail(&self, job: &TurnJob, e: &TurnError) -> &'static str {
+        tracing::error!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, error = %e, "turn failed");
+        let why = e.to_string();
+        if let Err(e) = self
+            .deliverer
+            .end(&job.turn_id, TurnState::Failed, &why)
+            .await
+        {
+            tracing::error!(turn_id = %job.turn_id, error = %e, "failed turn not recorded");
+        }
+        let sorry = "Sorry, this request failed inside the bridge; please try again.";
+        if let Err(e) = self.deliverer.notify(ReplyTo::of(job), sorry).await {
+            tracing::warn!(turn_id = %job.turn_id, error = %e, "failed turn's user not told");
+        }
+        "failed"
+    }
+
     /// A cancelled turn: stopped by its user, or interrupted by a shutdown.
-    pub(super) async fn end_cancelled(
+    async fn end_cancelled(
         &self,
         job: &TurnJob,
         card: Option<(&str, &str)>,
     ) -> Result<&'static str, TurnError> {
         let (state, error, shown, notice, outcome) = if self.shutdown.is_cancelled() {
-            let interrupted = super::recovery::INTERRUPTED;
             (
                 TurnState::Failed,
                 "interrupted: the bridge shut down",
-                CardState::Failed(interrupted),
-                interrupted,
+                CardState::Failed(INTERRUPTED),
+                INTERRUPTED,
                 "interrupted",
             )
         } else {
@@ -476,14 +473,27 @@ impl TurnRunner {
                 "stopped",
             )
         };
-        self.persist("end", &job.turn_id, || {
-            self.store.end_turn(&job.turn_id, state, error, now_ms())
-        })
-        .await?;
-        self.tell_ended(ReplyTo::of(job), card, shown, notice)
+        self.deliverer.end(&job.turn_id, state, error).await?;
+        self.deliverer
+            .tell_ended(ReplyTo::of(job), card, shown, notice)
             .await?;
         Ok(outcome)
     }
+}
+
+/// The newest earlier turns whose requests and answers fit in `max_chars` together
+/// (oldest dropped first), oldest first.
+fn within_budget(mut earlier: Vec<PastTurn>, max_chars: usize) -> Vec<PastTurn> {
+    let mut total = 0usize;
+    let mut keep = earlier.len();
+    for (i, t) in earlier.iter().enumerate().rev() {
+        total += t.request.chars().count() + t.output.chars().count();
+        if total > max_chars {
+            break;
+        }
+        keep = i;
+    }
+    earlier.split_off(keep)
 }
 
 #[cfg(test)]

@@ -2,18 +2,16 @@
 //! as the agent's text grows — at most one update per interval, each with the whole
 //! text so far, in order — and handed back for its final state when the agent is done.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use tokio::{sync::watch, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
 use super::{
     card::{CARD_TEXT_MAX, CardState, answer_card},
-    deliver::ReplyTo,
-    job::TurnJob,
-    runner::TurnRunner,
+    job::{ReplyTo, TurnJob},
 };
-use crate::feishu_api::outbound::CardReply;
+use crate::feishu_api::outbound::{CardReply, Outbound};
 
 /// Fewest milliseconds between two updates of one card. Feishu allows 5 updates per
 /// second per message; this stays well below, leaving room for the final update.
@@ -27,24 +25,15 @@ pub(super) struct StreamCard {
 }
 
 impl StreamCard {
-    /// Stops the updates (after the one in flight) and returns the card's message id.
-    pub(super) async fn finish(self) -> String {
-        self.stop.cancel();
-        let _ = self.task.await;
-        self.message_id
-    }
-}
-
-impl TurnRunner {
-    /// Posts the turn's card and starts updating it from `partial`; `None` (answer as
-    /// text instead) when the card cannot be posted.
-    pub(super) async fn open_card(
-        &self,
+    /// Posts `job`'s card (a stop button, no text yet) and starts updating it from
+    /// `partial`, at most once per `interval`; `None` when the card cannot be posted.
+    pub(super) async fn open(
+        outbound: &Arc<dyn Outbound>,
         job: &TurnJob,
         partial: &watch::Sender<String>,
-    ) -> Option<StreamCard> {
-        let posted = self
-            .outbound
+        interval: Duration,
+    ) -> Option<Self> {
+        let posted = outbound
             .send_card(CardReply {
                 profile: job.profile.clone(),
                 chat_id: job.chat_id.clone(),
@@ -62,34 +51,40 @@ impl TurnRunner {
                 return None;
             }
         };
-        if let Err(e) = self.store.set_turn_card(&job.turn_id, &message_id).await {
-            tracing::warn!(turn_id = %job.turn_id, error = %e, "card id not recorded");
-        }
-        let interval = Duration::from_millis(
-            self.config
-                .profile(&job.profile)
-                .map_or(MIN_UPDATE_INTERVAL_MS, |p| p.agent.stream_interval_ms)
-                .max(MIN_UPDATE_INTERVAL_MS),
-        );
         let stop = CancellationToken::new();
         let task = tokio::spawn(keep_current(
-            self.outbound.clone(),
+            outbound.clone(),
             job.clone(),
             message_id.clone(),
             partial.subscribe(),
             interval,
             stop.clone(),
         ));
-        Some(StreamCard {
+        Some(Self {
             message_id,
             stop,
             task,
         })
     }
+
+    /// The card's message id.
+    pub(super) fn message_id(&self) -> &str {
+        &self.message_id
+    }
+
+    /// Stops the updates (after the one in flight) and returns the card's message id.
+    pub(super) async fn finish(self) -> String {
+        self.stop.cancel();
+        if let Err(e) = self.task.await {
+            // The updater only logs; a panic in it leaves the final update to the caller.
+            tracing::warn!(error = %e, "card updater ended abnormally");
+        }
+        self.message_id
+    }
 }
 
 async fn keep_current(
-    outbound: std::sync::Arc<dyn crate::feishu_api::outbound::Outbound>,
+    outbound: Arc<dyn Outbound>,
     job: TurnJob,
     message_id: String,
     mut text: watch::Receiver<String>,
