@@ -7,7 +7,7 @@
 
 use async_trait::async_trait;
 
-use super::{Backend, StoreError};
+use super::StoreError;
 
 /// Inbox row status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,19 +212,9 @@ pub enum Finish {
     },
 }
 
-/// The durable inbox, plus connection-level operations.
+/// The durable inbox.
 #[async_trait]
 pub trait InboxStore: Send + Sync + 'static {
-    /// Which backend this is.
-    fn backend(&self) -> Backend;
-    /// Applies pending migrations.
-    async fn migrate(&self) -> Result<(), StoreError>;
-    /// A cheap round trip, for `/status`.
-    async fn ping(&self) -> Result<(), StoreError>;
-    /// Proves the database takes writes, for `/readyz`: room for a few pages is allocated
-    /// (and given back) and a small row is committed. Fails while the disk or the
-    /// database is full, read-only or unreachable.
-    async fn probe_write(&self, now: i64) -> Result<(), StoreError>;
     /// Inserts events in one transaction (group commit), begun on a connection that is
     /// not inside another transaction and committed before this returns, so `Ok` means
     /// durable. Duplicates of an existing `(profile, event_id)` or `(profile,

@@ -1,4 +1,7 @@
-//! Persistence: one [`Store`] trait, a SQLite and a Postgres implementation.
+//! Persistence: surfaces grouped by what they hold — the [`Database`] itself, the
+//! [`InboxStore`], [`SessionStore`], [`EventLog`], [`DecisionStore`], [`TurnStore`] and
+//! [`OutboundStore`] — each implemented by a SQLite and a Postgres backend, with the SQL
+//! written once for both (`sql`). [`Store`] is all of them.
 //!
 //! The store takes and returns the row types below, never Feishu JSON (the inbox payload
 //! is opaque text to it). Both backends run their own embedded migrations
@@ -6,31 +9,35 @@
 //! Every operation is bounded by the configured timeout, so a database that stops
 //! answering surfaces as [`StoreError::Timeout`] instead of a hung request.
 
-mod context;
-pub(crate) mod context_sql;
-pub(crate) mod decision_sql;
+mod database;
+mod decisions;
+mod event_log;
 mod hygiene;
 mod inbox;
-pub(crate) mod inbox_sql;
+mod outbound;
 mod postgres;
+mod sessions;
+pub(crate) mod sql;
 mod sqlite;
 mod sqlite_inbox;
-pub(crate) mod turn_sql;
 mod turns;
 
 use std::{sync::Arc, time::Duration};
 
-pub use context::{
-    CandidateRow, ContextEventRow, ContextStore, DecisionRow, DecisionStore, NewContextEvent,
-    NewDecision, NewItem, NewOutbound, NewSession, NewVerdict, OutboundRow, RouteWrite, Routed,
-    SessionRow, VerdictRow,
+pub use database::Database;
+pub use decisions::{DecisionRow, DecisionStore, NewDecision};
+pub use event_log::{
+    CandidateRow, ContextEventRow, EventLog, NewContextEvent, NewItem, NewVerdict, RouteWrite,
+    Routed, VerdictRow,
 };
 pub use inbox::{
     Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore, InsertOutcome,
     MAX_ID_BYTES, NewInboxEvent,
 };
+pub use outbound::{NewOutbound, OutboundRow, OutboundStore};
 pub use postgres::PgStore;
 use secrecy::ExposeSecret;
+pub use sessions::{NewSession, SessionRow, SessionStore};
 pub use sqlite::SqliteStore;
 pub use turns::{
     NewTurn, StartedTurn, TurnCompletion, TurnFilter, TurnRow, TurnStart, TurnState, TurnStore,
@@ -125,10 +132,17 @@ impl StoreError {
     }
 }
 
-/// Everything the service persists: both backends implement each part.
-pub trait Store: InboxStore + ContextStore + DecisionStore + TurnStore {}
+/// Everything the service persists, surface by surface; a caller takes only the
+/// surfaces it uses (an `Arc<dyn Store>` coerces to any of them).
+pub trait Store:
+    Database + InboxStore + SessionStore + EventLog + DecisionStore + TurnStore + OutboundStore
+{
+}
 
-impl<T: InboxStore + ContextStore + DecisionStore + TurnStore> Store for T {}
+impl<T> Store for T where
+    T: Database + InboxStore + SessionStore + EventLog + DecisionStore + TurnStore + OutboundStore
+{
+}
 
 /// Opens the store named by the database URL (without migrating).
 pub async fn open(config: &DatabaseConfig) -> Result<Arc<dyn Store>, StoreError> {

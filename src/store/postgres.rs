@@ -61,14 +61,14 @@ impl PgStore {
         events: &[super::NewInboxEvent],
     ) -> Result<Vec<(String, String)>, StoreError> {
         use sqlx::Connection as _;
-        super::inbox_sql::on_own_connection!(self.pool, |conn| async {
+        super::sql::connection::on_own_connection!(self.pool, |conn| async {
             if conn.is_in_transaction() {
                 return Err(StoreError::NotCommitted);
             }
             // Statement text varies with the batch size: not worth caching.
             let mut query = sqlx::query_as::<_, (String, String)>(q).persistent(false);
             for e in events {
-                query = super::inbox_sql::bind_new_event!(query, e);
+                query = super::sql::inbox::bind_new_event!(query, e);
             }
             Ok(query.fetch_all(&mut *conn).await?)
         })
@@ -81,14 +81,15 @@ const CLAIM_LOCK: &str = "FOR UPDATE SKIP LOCKED";
 /// A plain `BEGIN`; the commit that follows is what makes a batch durable.
 const BEGIN_WRITE: &str = "BEGIN";
 
-super::inbox_sql::impl_inbox_store!(
+super::sql::database::impl_database!(
     PgStore,
     Backend::Postgres,
     sqlx::migrate!("migrations/postgres"),
-    CLAIM_LOCK,
     BEGIN_WRITE
 );
-
-super::context_sql::impl_context_store!(PgStore);
-super::decision_sql::impl_decision_store!(PgStore);
-super::turn_sql::impl_turn_store!(PgStore);
+super::sql::inbox::impl_inbox_store!(PgStore, Backend::Postgres, CLAIM_LOCK);
+super::sql::sessions::impl_session_store!(PgStore);
+super::sql::event_log::impl_event_log!(PgStore);
+super::sql::decisions::impl_decision_store!(PgStore);
+super::sql::turns::impl_turn_store!(PgStore);
+super::sql::outbound::impl_outbound_store!(PgStore);

@@ -80,14 +80,15 @@ const CLAIM_LOCK: &str = "";
 /// connection already inside a transaction fails here instead of nesting.
 const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 
-super::inbox_sql::impl_inbox_store!(
+super::sql::database::impl_database!(
     SqliteStore,
     Backend::Sqlite,
     sqlx::migrate!("migrations/sqlite"),
-    CLAIM_LOCK,
     BEGIN_WRITE
 );
-
-super::context_sql::impl_context_store!(SqliteStore);
-super::decision_sql::impl_decision_store!(SqliteStore);
-super::turn_sql::impl_turn_store!(SqliteStore);
+super::sql::inbox::impl_inbox_store!(SqliteStore, Backend::Sqlite, CLAIM_LOCK);
+super::sql::sessions::impl_session_store!(SqliteStore);
+super::sql::event_log::impl_event_log!(SqliteStore);
+super::sql::decisions::impl_decision_store!(SqliteStore);
+super::sql::turns::impl_turn_store!(SqliteStore);
+super::sql::outbound::impl_outbound_store!(SqliteStore);

@@ -34,7 +34,7 @@ struct Writer {
 }
 
 impl InboxWriter {
-    /// Inserts `events` with the multi-row statement `q` (see `inbox_sql::insert_inbox`)
+    /// Inserts `events` with the multi-row statement `q` (see `sql::inbox::insert_inbox`)
     /// and returns the `(profile, event_id)` of the rows that went in, once SQLite has
     /// committed them.
     pub(crate) async fn insert(
@@ -56,7 +56,7 @@ impl InboxWriter {
         // Statement text varies with the batch size: not worth caching.
         let mut query = sqlx::query_as::<_, (String, String)>(q).persistent(false);
         for e in events {
-            query = super::inbox_sql::bind_new_event!(query, e);
+            query = super::sql::inbox::bind_new_event!(query, e);
         }
         let result = query.fetch_all(&mut writer.conn).await;
         let committed = writer.commits.load(Ordering::Acquire) - before;
@@ -96,7 +96,7 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{InboxStatus, inbox_sql};
+    use crate::store::{InboxStatus, sql::inbox as inbox_sql};
 
     fn event(id: &str) -> NewInboxEvent {
         NewInboxEvent {
@@ -117,7 +117,7 @@ mod tests {
         let store = crate::store::SqliteStore::open(&url, std::time::Duration::from_secs(5))
             .await
             .expect("store");
-        crate::store::InboxStore::migrate(&store)
+        crate::store::Database::migrate(&store)
             .await
             .expect("migrate");
         let options = crate::store::SqliteStore::options(&url).expect("options");

@@ -9,7 +9,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use feishu_bridge::store::{InboxStore, PgStore, SqliteStore, Store};
+use feishu_bridge::store::{Database, PgStore, SqliteStore, Store};
 use sqlx::{Connection, PgConnection, SqliteConnection};
 
 use super::db::{Kind, TestDb};

@@ -1,7 +1,8 @@
-//! SQL shared by both backends. SQLite accepts the same `$n` placeholders as Postgres,
-//! so only statements whose meaning differs (locking) are written per backend.
+//! SQL of the [`crate::store::InboxStore`]: the group-committed insert, claims with
+//! owners and leases, outcomes. SQLite accepts the same `$n` placeholders as Postgres,
+//! so only statements whose meaning differs (locking) are passed in per backend.
 
-use super::{Finish, InboxEvent, InboxProblem, StoreError, parse_status};
+use crate::store::{Finish, InboxEvent, InboxProblem, StoreError, parse_status};
 
 /// One multi-row `INSERT` for a whole group-commit batch: a statement per event would
 /// cost a round trip (and, on SQLite, a hand-off to its thread) per row. Rows that hit a
@@ -36,17 +37,17 @@ pub(crate) fn insert_inbox(rows: usize) -> String {
 /// Matches the `RETURNING` rows back to the batch: the first occurrence of a returned
 /// (profile, event id) was inserted; everything else was a duplicate.
 pub(crate) fn outcomes(
-    events: &[super::NewInboxEvent],
+    events: &[crate::store::NewInboxEvent],
     inserted: Vec<(String, String)>,
-) -> Vec<super::InsertOutcome> {
+) -> Vec<crate::store::InsertOutcome> {
     let mut inserted: std::collections::HashSet<(String, String)> = inserted.into_iter().collect();
     events
         .iter()
         .map(|e| {
             if inserted.remove(&(e.profile.clone(), e.event_id.clone())) {
-                super::InsertOutcome::Inserted
+                crate::store::InsertOutcome::Inserted
             } else {
-                super::InsertOutcome::Duplicate
+                crate::store::InsertOutcome::Duplicate
             }
         })
         .collect()
@@ -93,30 +94,6 @@ pub(crate) fn renew(ids: usize) -> String {
         "UPDATE inbox_events SET lease_until = $1 \
          WHERE status = 'processing' AND lease_owner = $2 AND id IN ({list})"
     )
-}
-
-/// The write probe's committed row.
-pub(crate) const PROBE_MARK: &str = "INSERT INTO write_probe (id, probed_at, pad) \
-     VALUES (1, $1, '') ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at";
-/// The write probe's room check, always rolled back.
-pub(crate) const PROBE_ROOM: &str =
-    "INSERT INTO write_probe (id, probed_at, pad) VALUES (2, $1, $2)";
-
-/// What the room check writes: 64 KiB that no page compression shrinks, so the database
-/// must find fresh pages for it.
-pub(crate) fn probe_pad() -> &'static str {
-    static PAD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    PAD.get_or_init(|| {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        (0..64 * 1024)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                char::from(b"0123456789abcdef"[(x & 15) as usize])
-            })
-            .collect()
-    })
 }
 
 /// Each count uses the status index, so the cost follows the size of the small states,
@@ -230,86 +207,23 @@ macro_rules! bind_new_event {
 }
 pub(crate) use bind_new_event;
 
-/// Runs `$body` (an async block taking `&mut` connection) on a connection of its own,
-/// which is closed instead of going back to the pool when the block fails: whatever the
-/// failure left of its transaction is never seen by another caller.
-macro_rules! on_own_connection {
-    ($pool:expr, |$conn:ident| $body:expr) => {{
-        let mut pooled = $pool.acquire().await?;
-        let result = {
-            let $conn = &mut *pooled;
-            $body.await
-        };
-        if result.is_err() {
-            pooled.close_on_drop();
-        }
-        result
-    }};
-}
-pub(crate) use on_own_connection;
-
-/// Implements [`super::InboxStore`] for a backend type with `pool` and `timeout` fields.
-///
-/// Both backends run the same statements, so the method bodies are written once here and
-/// type-checked against each backend's own pool; what differs is passed in: the backend
-/// tag, its migrator, the row-locking clause of the claim query, and the statement that
-/// begins a write transaction.
+/// Implements [`crate::store::InboxStore`] for a backend type with `pool` and `timeout`
+/// fields (see `sql` for why this is a macro).
 macro_rules! impl_inbox_store {
-    ($ty:ty, $backend:expr, $migrator:expr, $claim_lock:expr, $begin_write:expr) => {
+    ($ty:ty, $backend:expr, $claim_lock:expr) => {
         #[async_trait::async_trait]
         impl $crate::store::InboxStore for $ty {
-            fn backend(&self) -> $crate::store::Backend {
-                $backend
-            }
-
-            async fn migrate(&self) -> Result<(), $crate::store::StoreError> {
-                $migrator.run(&self.pool).await?;
-                Ok(())
-            }
-
-            async fn ping(&self) -> Result<(), $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    sqlx::query("SELECT 1").execute(&self.pool).await?;
-                    Ok(())
-                })
-                .await
-            }
-
-            async fn probe_write(&self, now: i64) -> Result<(), $crate::store::StoreError> {
-                use sqlx::Connection as _;
-                use $crate::store::inbox_sql as sql;
-                $crate::store::bounded(self.timeout, async {
-                    sql::on_own_connection!(self.pool, |conn| async {
-                        let mut tx = conn.begin_with($begin_write).await?;
-                        // Room for a few fresh pages, given back at once ...
-                        let mut room = sqlx::Connection::begin(&mut *tx).await?;
-                        sqlx::query(sql::PROBE_ROOM)
-                            .bind(now)
-                            .bind(sql::probe_pad())
-                            .execute(&mut *room)
-                            .await?;
-                        room.rollback().await?;
-                        // ... and a small row committed.
-                        sqlx::query(sql::PROBE_MARK).bind(now).execute(&mut *tx).await?;
-                        tx.commit().await?;
-                        Ok::<_, $crate::store::StoreError>(())
-                    })
-                })
-                .await
-            }
-
             async fn insert_inbox_batch(
                 &self,
                 events: &[$crate::store::NewInboxEvent],
             ) -> Result<Vec<$crate::store::InsertOutcome>, $crate::store::StoreError> {
-                use $crate::store::inbox_sql as sql;
                 if events.is_empty() {
                     return Ok(Vec::new());
                 }
-                let q = sql::insert_inbox(events.len());
+                let q = $crate::store::sql::inbox::insert_inbox(events.len());
                 $crate::store::bounded(self.timeout, async {
                     let inserted = self.write_inbox(&q, events).await?;
-                    Ok(sql::outcomes(events, inserted))
+                    Ok($crate::store::sql::inbox::outcomes(events, inserted))
                 })
                 .await
             }
@@ -321,25 +235,24 @@ macro_rules! impl_inbox_store {
                 lease_ms: i64,
                 limit: i64,
             ) -> Result<Vec<$crate::store::InboxEvent>, $crate::store::StoreError> {
-                use $crate::store::inbox_sql as sql;
                 let q = format!(
                     "UPDATE inbox_events SET status = 'processing', lease_until = $1 + $2, \
                      lease_owner = $4, attempts = attempts + 1 \
                      WHERE id IN (SELECT id FROM inbox_events WHERE {} ORDER BY id LIMIT $3 {}) \
                      RETURNING {}",
-                    sql::DUE,
+                    $crate::store::sql::inbox::DUE,
                     $claim_lock,
-                    sql::INBOX_COLUMNS
+                    $crate::store::sql::inbox::INBOX_COLUMNS
                 );
                 $crate::store::bounded(self.timeout, async {
-                    let rows: Vec<sql::InboxRow> = sqlx::query_as(&q)
+                    let rows: Vec<$crate::store::sql::inbox::InboxRow> = sqlx::query_as(&q)
                         .bind(now)
                         .bind(lease_ms)
                         .bind(limit)
                         .bind(owner)
                         .fetch_all(&self.pool)
                         .await?;
-                    sql::in_arrival_order(rows)
+                    $crate::store::sql::inbox::in_arrival_order(rows)
                 })
                 .await
             }
@@ -353,7 +266,7 @@ macro_rules! impl_inbox_store {
                 if ids.is_empty() {
                     return Ok(());
                 }
-                let q = $crate::store::inbox_sql::renew(ids.len());
+                let q = $crate::store::sql::inbox::renew(ids.len());
                 $crate::store::bounded(self.timeout, async {
                     let mut query = sqlx::query(&q).persistent(false).bind(until).bind(owner);
                     for id in ids {
@@ -372,7 +285,7 @@ macro_rules! impl_inbox_store {
             ) -> Result<u64, $crate::store::StoreError> {
                 let every_claim = matches!($backend, $crate::store::Backend::Sqlite);
                 $crate::store::bounded(self.timeout, async {
-                    let r = sqlx::query($crate::store::inbox_sql::RECLAIM)
+                    let r = sqlx::query($crate::store::sql::inbox::RECLAIM)
                         .bind(now)
                         .bind(owner)
                         .bind(every_claim)
@@ -389,7 +302,7 @@ macro_rules! impl_inbox_store {
                 finish: &$crate::store::Finish,
                 now: i64,
             ) -> Result<(), $crate::store::StoreError> {
-                let (q, error, at) = $crate::store::inbox_sql::finish_statement(finish, now);
+                let (q, error, at) = $crate::store::sql::inbox::finish_statement(finish, now);
                 $crate::store::bounded(self.timeout, async {
                     sqlx::query(q)
                         .bind(id)
@@ -406,7 +319,7 @@ macro_rules! impl_inbox_store {
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;
                     for id in ids {
-                        sqlx::query($crate::store::inbox_sql::RELEASE)
+                        sqlx::query($crate::store::sql::inbox::RELEASE)
                             .bind(id)
                             .execute(&mut *tx)
                             .await?;
@@ -422,7 +335,7 @@ macro_rules! impl_inbox_store {
             ) -> Result<$crate::store::InboxCounts, $crate::store::StoreError> {
                 use sqlx::Row;
                 $crate::store::bounded(self.timeout, async {
-                    let row = sqlx::query($crate::store::inbox_sql::COUNTS)
+                    let row = sqlx::query($crate::store::sql::inbox::COUNTS)
                         .fetch_one(&self.pool)
                         .await?;
                     Ok($crate::store::InboxCounts {
@@ -439,9 +352,8 @@ macro_rules! impl_inbox_store {
                 &self,
                 limit: i64,
             ) -> Result<Vec<$crate::store::InboxProblem>, $crate::store::StoreError> {
-                use $crate::store::inbox_sql as sql;
                 $crate::store::bounded(self.timeout, async {
-                    let rows: Vec<sql::ProblemRow> = sqlx::query_as(sql::PROBLEMS)
+                    let rows: Vec<$crate::store::sql::inbox::ProblemRow> = sqlx::query_as($crate::store::sql::inbox::PROBLEMS)
                         .bind(limit)
                         .fetch_all(&self.pool)
                         .await?;
@@ -457,9 +369,8 @@ macro_rules! impl_inbox_store {
                 profile: &str,
                 event_id: &str,
             ) -> Result<Option<$crate::store::InboxEvent>, $crate::store::StoreError> {
-                use $crate::store::inbox_sql as sql;
                 $crate::store::bounded(self.timeout, async {
-                    let row: Option<sql::InboxRow> = sqlx::query_as(&sql::select_inbox_by_key())
+                    let row: Option<$crate::store::sql::inbox::InboxRow> = sqlx::query_as(&$crate::store::sql::inbox::select_inbox_by_key())
                         .bind(profile)
                         .bind(event_id)
                         .fetch_optional(&self.pool)

@@ -1,9 +1,9 @@
-//! The thread event log, routing verdicts, sessions and replies: row types and the
-//! [`ContextStore`] trait.
+//! The thread event log and what routing writes with it: records and their items,
+//! verdicts, display names, recalls and retention; and the reads that feed the selector.
 
 use async_trait::async_trait;
 
-use super::StoreError;
+use super::{NewSession, NewTurn, SessionRow, StoreError};
 
 /// An event-log record to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,56 +103,6 @@ pub struct VerdictRow {
     pub created_at: i64,
 }
 
-/// A session mapping to create (or touch, when it exists).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewSession {
-    /// Profile.
-    pub profile: String,
-    /// `dm:…`, `group:…`, `group-user:…`, `thread:…`
-    pub session_key: String,
-    /// Used only when the mapping is new.
-    pub session_id: String,
-    /// Chat.
-    pub chat_id: String,
-    /// `p2p` or `group`.
-    pub chat_type: String,
-    /// The user, for `dm:` and `group-user:` keys (and whoever opened the others).
-    pub user_id: Option<String>,
-    /// The thread root, for `thread:` keys.
-    pub root_msg_id: Option<String>,
-    /// The history scope of the message that opened it.
-    pub history_scope: String,
-    /// Unix ms.
-    pub now: i64,
-}
-
-/// A stored session mapping.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct SessionRow {
-    /// Profile.
-    pub profile: String,
-    /// Session key.
-    pub session_key: String,
-    /// Agent-side session id; rotates on `/new` and `/reset`.
-    pub session_id: String,
-    /// Chat.
-    pub chat_id: String,
-    /// `p2p` or `group`.
-    pub chat_type: String,
-    /// User.
-    pub user_id: Option<String>,
-    /// Thread root.
-    pub root_msg_id: Option<String>,
-    /// History scope.
-    pub history_scope: String,
-    /// The topic root was injected into this session's first turn.
-    pub topic_root_prompt_delivered: bool,
-    /// Unix ms.
-    pub created_at: i64,
-    /// Unix ms.
-    pub updated_at: i64,
-}
-
 /// Everything one routed message writes, in one transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteWrite {
@@ -165,52 +115,16 @@ pub struct RouteWrite {
     /// Display names learned from the message's mentions: `(open_id, name)`.
     pub names: Vec<(String, String)>,
     /// The turn the message starts, queued in the same transaction.
-    pub turn: Option<super::NewTurn>,
+    pub turn: Option<NewTurn>,
 }
 
-/// What [`ContextStore::apply_route`] did.
+/// What [`EventLog::apply_route`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Routed {
     /// The session mapping, when the write named one.
     pub session: Option<SessionRow>,
     /// `false` when the message had been routed before (nothing new was queued).
     pub fresh: bool,
-}
-
-/// A reply to record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewOutbound {
-    /// Profile.
-    pub profile: String,
-    /// Chat.
-    pub chat_id: String,
-    /// The message replied to.
-    pub reply_to: Option<String>,
-    /// `command_reply`, `answer`, …
-    pub kind: String,
-    /// Text.
-    pub text: String,
-    /// Unix ms.
-    pub created_at: i64,
-}
-
-/// A recorded reply.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct OutboundRow {
-    /// Row id.
-    pub id: i64,
-    /// Profile.
-    pub profile: String,
-    /// Chat.
-    pub chat_id: String,
-    /// The message replied to.
-    pub reply_to: Option<String>,
-    /// Kind.
-    pub kind: String,
-    /// Text.
-    pub text: String,
-    /// Unix ms.
-    pub created_at: i64,
 }
 
 /// An event-log record with its item, as read.
@@ -252,9 +166,13 @@ pub struct ContextEventRow {
     pub item_text: Option<String>,
 }
 
-/// The event log and everything routing writes.
+/// A context item offered to the selector, as read: the selector's own
+/// [`crate::context::selector::Candidate`].
+pub type CandidateRow = crate::context::selector::Candidate;
+
+/// The event log, routing's writes, and the selector's reads.
 #[async_trait]
-pub trait ContextStore: Send + Sync + 'static {
+pub trait EventLog: Send + Sync + 'static {
     /// Whether a message was recalled.
     async fn is_recalled(&self, message_id: &str) -> Result<bool, StoreError>;
     /// Writes one routed message's records, verdict and session in one transaction;
@@ -262,14 +180,14 @@ pub trait ContextStore: Send + Sync + 'static {
     /// routed (its verdict stands) queues no second turn: routing is idempotent, so an
     /// event processed again after an unrecorded outcome changes nothing.
     async fn apply_route(&self, write: &RouteWrite) -> Result<Routed, StoreError>;
-    /// Retention, in its own transaction: deletes events (with their items), finished
-    /// inbox rows, verdicts, replies and finished turns older than `cutoff` (Unix ms).
-    async fn purge(&self, cutoff: i64) -> Result<(), StoreError>;
     /// Records a verdict alone (messages that are ignored before any record).
     async fn record_verdict(&self, verdict: &NewVerdict) -> Result<(), StoreError>;
     /// Marks a message recalled everywhere and removes its text from the database
     /// (event log, items, inbox payload); returns how many event-log records it had.
     async fn recall(&self, message_id: &str, chat_id: &str, now: i64) -> Result<u64, StoreError>;
+    /// Retention, in its own transaction: deletes events (with their items), finished
+    /// inbox rows, verdicts, replies and finished turns older than `cutoff` (Unix ms).
+    async fn purge(&self, cutoff: i64) -> Result<(), StoreError>;
     /// A remembered display name.
     async fn name_of(&self, profile: &str, open_id: &str) -> Result<Option<String>, StoreError>;
     /// Verdicts for a message, optionally of one profile.
@@ -278,30 +196,6 @@ pub trait ContextStore: Send + Sync + 'static {
         message_id: &str,
         profile: Option<&str>,
     ) -> Result<Vec<VerdictRow>, StoreError>;
-    /// Session mappings, optionally filtered.
-    async fn sessions(
-        &self,
-        profile: Option<&str>,
-        chat_id: Option<&str>,
-    ) -> Result<Vec<SessionRow>, StoreError>;
-    /// One session mapping.
-    async fn session(&self, profile: &str, key: &str) -> Result<Option<SessionRow>, StoreError>;
-    /// Rotates a session's id (clearing `topic_root_prompt_delivered`) and clears the
-    /// pending history of `history_scope`; `None` when there is no such session.
-    async fn reset_session(
-        &self,
-        profile: &str,
-        key: &str,
-        history_scope: &str,
-        new_session_id: &str,
-        now: i64,
-    ) -> Result<Option<SessionRow>, StoreError>;
-    /// Messages observed in a history scope since its watermark (recalled excluded).
-    async fn pending_history_count(&self, profile: &str, scope: &str) -> Result<i64, StoreError>;
-    /// Records a reply.
-    async fn record_outbound(&self, message: &NewOutbound) -> Result<i64, StoreError>;
-    /// The most recent replies of a profile, oldest first.
-    async fn outbound(&self, profile: &str, limit: i64) -> Result<Vec<OutboundRow>, StoreError>;
     /// A thread's event log as one profile recorded it, in write order.
     async fn thread_events(
         &self,
@@ -311,68 +205,8 @@ pub trait ContextStore: Send + Sync + 'static {
     ) -> Result<Vec<ContextEventRow>, StoreError>;
     /// Every event-log record of a message, all profiles.
     async fn message_events(&self, message_id: &str) -> Result<Vec<ContextEventRow>, StoreError>;
-}
-
-/// A context item offered to the selector, as read: the selector's own
-/// [`crate::context::selector::Candidate`].
-pub type CandidateRow = crate::context::selector::Candidate;
-
-/// A context decision to record (and, with its id, as read back).
-#[derive(Debug, Clone, PartialEq, Eq, Default, sqlx::FromRow)]
-pub struct NewDecision {
-    /// Chat.
-    pub chat_id: String,
-    /// Thread root.
-    pub root_msg_id: String,
-    /// Request message.
-    pub message_id: String,
-    /// Profile's app id.
-    pub bridge_id: String,
-    /// Profile.
-    pub bot_profile: String,
-    /// This bot's open_id.
-    pub target_id: Option<String>,
-    /// `shared`, `owner_only`, `dm`.
-    pub workspace_mode: String,
-    /// Context mode(s) used.
-    pub mode: String,
-    /// Session key.
-    pub session_key: String,
-    /// Session id at the time.
-    pub session_id: String,
-    /// Request text.
-    pub request_text: String,
-    /// Rendered injected context.
-    pub thread_context: String,
-    /// Selected item ids, JSON array.
-    pub selected_item_ids_json: String,
-    /// Selected items with sources and previews, JSON array.
-    pub selected_json: String,
-    /// Excluded items with reasons, JSON array.
-    pub excluded_json: String,
-    /// The prompt.
-    pub prompt_preview: String,
-    /// Diagnostics, JSON object.
-    pub diagnostics_json: String,
-    /// `,om_a,om_b,`
-    pub source_message_ids: String,
-    /// Unix ms.
-    pub created_at: i64,
-}
-
-/// A recorded decision.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct DecisionRow {
-    /// Decision id.
-    pub id: i64,
-    /// What was recorded.
-    #[sqlx(flatten)]
-    pub decision: NewDecision,
-}
-
-/// What the selector reads and the turn runner writes.
-#[async_trait]
-pub trait DecisionStore: Send + Sync + 'static {
+    /// Writes event-log records without a verdict (agent outputs).
+    async fn record_events(&self, events: &[NewContextEvent]) -> Result<(), StoreError>;
     /// The newest `window` items of a thread that this profile may consider: its own
     /// topic-root and discussion records and every profile's agent outputs.
     async fn thread_candidates(
@@ -399,17 +233,4 @@ pub trait DecisionStore: Send + Sync + 'static {
     ) -> Result<Option<(String, String)>, StoreError>;
     /// A recorded message's text (for quoted replies), not recalled: (text, label).
     async fn message_text(&self, message_id: &str) -> Result<Option<(String, String)>, StoreError>;
-    /// Records a decision and links it from the request's verdict.
-    async fn record_decision(&self, d: &NewDecision) -> Result<i64, StoreError>;
-    /// One decision.
-    async fn decision(&self, id: i64) -> Result<Option<DecisionRow>, StoreError>;
-    /// The latest decision of a profile in a thread (for one request message, if given).
-    async fn latest_decision(
-        &self,
-        profile: &str,
-        root_msg_id: &str,
-        message_id: Option<&str>,
-    ) -> Result<Option<DecisionRow>, StoreError>;
-    /// Writes event-log records without a verdict (agent outputs).
-    async fn record_events(&self, events: &[NewContextEvent]) -> Result<(), StoreError>;
 }

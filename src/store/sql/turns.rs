@@ -1,14 +1,9 @@
-//! SQL of the [`super::TurnStore`], shared by both backends.
+//! SQL of the [`crate::store::TurnStore`]: turns from queued to ended.
 
 pub(crate) const TURN_COLUMNS: &str = "id, turn_id, profile, session_key, session_id, chat_id, \
      message_id, request_text, job_json, state, decision_id, output, reply_message_id, \
      card_message_id, error, \
      queued_at, started_at, answered_at, finished_at";
-
-pub(crate) const INSERT_TURN: &str = "\
-INSERT INTO turns (turn_id, profile, session_key, chat_id, message_id, request_text, job_json,
-                   state, queued_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8)";
 
 pub(crate) const START: &str = "\
 UPDATE turns SET state = 'running', session_id = $2, started_at = $3, decision_id = $4
@@ -22,38 +17,12 @@ pub(crate) const SUCCEED: &str = "\
 UPDATE turns SET state = 'succeeded', reply_message_id = $2, finished_at = $3, error = NULL
 WHERE turn_id = $1 AND state = 'running'";
 
-/// A recalled request: its text leaves the turn, and a turn that has not started yet
-/// never will.
-pub(crate) const RECALL: &str = "\
-UPDATE turns SET request_text = '', job_json = '{}',
-    error = CASE WHEN state = 'queued' THEN 'the request was recalled' ELSE error END,
-    finished_at = CASE WHEN state = 'queued' THEN $2 ELSE finished_at END,
-    state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END
-WHERE message_id = $1";
-
 pub(crate) fn select(where_clause: &str) -> String {
     format!("SELECT {TURN_COLUMNS} FROM turns WHERE {where_clause}")
 }
 
-/// Inserts a turn inside an open transaction.
-macro_rules! insert_turn {
-    ($tx:expr, $t:expr) => {
-        sqlx::query($crate::store::turn_sql::INSERT_TURN)
-            .bind(&$t.turn_id)
-            .bind(&$t.profile)
-            .bind(&$t.session_key)
-            .bind(&$t.chat_id)
-            .bind(&$t.message_id)
-            .bind(&$t.request_text)
-            .bind(&$t.job_json)
-            .bind($t.queued_at)
-            .execute($tx)
-            .await?;
-    };
-}
-pub(crate) use insert_turn;
-
-/// Implements [`super::TurnStore`] (see `impl_inbox_store!` for why this is a macro).
+/// Implements [`crate::store::TurnStore`] for a backend type with `pool` and `timeout`
+/// fields (see `sql` for why this is a macro).
 macro_rules! impl_turn_store {
     ($ty:ty) => {
         #[async_trait::async_trait]
@@ -65,8 +34,8 @@ macro_rules! impl_turn_store {
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;
                     let decision_id =
-                        $crate::store::decision_sql::insert_decision!(&mut *tx, s.decision);
-                    let row_id: Option<i64> = sqlx::query_scalar($crate::store::turn_sql::START)
+                        $crate::store::sql::writes::insert_decision!(&mut *tx, s.decision);
+                    let row_id: Option<i64> = sqlx::query_scalar($crate::store::sql::turns::START)
                         .bind(s.turn_id)
                         .bind(&s.decision.session_id)
                         .bind(s.now)
@@ -79,7 +48,7 @@ macro_rules! impl_turn_store {
                         return Ok(None);
                     };
                     if let Some((profile, scope, up_to)) = s.consume {
-                        sqlx::query($crate::store::decision_sql::CONSUME)
+                        sqlx::query($crate::store::sql::writes::CONSUME)
                             .bind(profile)
                             .bind(scope)
                             .bind(up_to)
@@ -138,7 +107,7 @@ macro_rules! impl_turn_store {
                 now: i64,
             ) -> Result<bool, $crate::store::StoreError> {
                 $crate::store::bounded(self.timeout, async {
-                    let r = sqlx::query($crate::store::turn_sql::END)
+                    let r = sqlx::query($crate::store::sql::turns::END)
                         .bind(turn_id)
                         .bind(state.as_str())
                         .bind(error)
@@ -156,7 +125,7 @@ macro_rules! impl_turn_store {
             ) -> Result<(), $crate::store::StoreError> {
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;
-                    $crate::store::context_sql::insert_events!(
+                    $crate::store::sql::writes::insert_events!(
                         &mut *tx,
                         std::slice::from_ref(&c.output_event)
                     );
@@ -171,7 +140,7 @@ macro_rules! impl_turn_store {
                         .execute(&mut *tx)
                         .await?;
                     }
-                    sqlx::query($crate::store::turn_sql::SUCCEED)
+                    sqlx::query($crate::store::sql::turns::SUCCEED)
                         .bind(&c.turn_id)
                         .bind(&c.reply_message_id)
                         .bind(c.now)
@@ -187,7 +156,7 @@ macro_rules! impl_turn_store {
                 &self,
                 turn_id: &str,
             ) -> Result<Option<$crate::store::TurnRow>, $crate::store::StoreError> {
-                let q = $crate::store::turn_sql::select("turn_id = $1");
+                let q = $crate::store::sql::turns::select("turn_id = $1");
                 $crate::store::bounded(self.timeout, async {
                     Ok(sqlx::query_as(&q).bind(turn_id).fetch_optional(&self.pool).await?)
                 })
@@ -198,7 +167,7 @@ macro_rules! impl_turn_store {
                 &self,
                 decision_id: i64,
             ) -> Result<Option<$crate::store::TurnRow>, $crate::store::StoreError> {
-                let q = $crate::store::turn_sql::select("decision_id = $1 ORDER BY id DESC LIMIT 1");
+                let q = $crate::store::sql::turns::select("decision_id = $1 ORDER BY id DESC LIMIT 1");
                 $crate::store::bounded(self.timeout, async {
                     Ok(sqlx::query_as(&q).bind(decision_id).fetch_optional(&self.pool).await?)
                 })
@@ -208,7 +177,7 @@ macro_rules! impl_turn_store {
             async fn unfinished_turns(
                 &self,
             ) -> Result<Vec<$crate::store::TurnRow>, $crate::store::StoreError> {
-                let q = $crate::store::turn_sql::select(
+                let q = $crate::store::sql::turns::select(
                     "state IN ('queued', 'running') ORDER BY id",
                 );
                 $crate::store::bounded(self.timeout, async {
@@ -225,7 +194,7 @@ macro_rules! impl_turn_store {
                 before_id: i64,
                 limit: i64,
             ) -> Result<Vec<$crate::store::TurnRow>, $crate::store::StoreError> {
-                let q = $crate::store::turn_sql::select(
+                let q = $crate::store::sql::turns::select(
                     "profile = $1 AND session_key = $2 AND id < $4 AND session_id = $3 \
                      AND state = 'succeeded' ORDER BY id DESC LIMIT $5",
                 );
@@ -248,7 +217,7 @@ macro_rules! impl_turn_store {
                 &self,
                 f: &$crate::store::TurnFilter,
             ) -> Result<Vec<$crate::store::TurnRow>, $crate::store::StoreError> {
-                let q = $crate::store::turn_sql::select(
+                let q = $crate::store::sql::turns::select(
                     "($1 IS NULL OR profile = $1) AND ($2 IS NULL OR session_key = $2) \
                      AND ($3 IS NULL OR state = $3) ORDER BY id DESC LIMIT $4",
                 );

@@ -1,0 +1,81 @@
+//! Session mappings: which agent-side session a session key is in, and its history
+//! scope (`/new` rotates one and clears the other).
+
+use async_trait::async_trait;
+
+use super::StoreError;
+
+/// A session mapping to create (or touch, when it exists).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSession {
+    /// Profile.
+    pub profile: String,
+    /// `dm:…`, `group:…`, `group-user:…`, `thread:…`
+    pub session_key: String,
+    /// Used only when the mapping is new.
+    pub session_id: String,
+    /// Chat.
+    pub chat_id: String,
+    /// `p2p` or `group`.
+    pub chat_type: String,
+    /// The user, for `dm:` and `group-user:` keys (and whoever opened the others).
+    pub user_id: Option<String>,
+    /// The thread root, for `thread:` keys.
+    pub root_msg_id: Option<String>,
+    /// The history scope of the message that opened it.
+    pub history_scope: String,
+    /// Unix ms.
+    pub now: i64,
+}
+
+/// A stored session mapping.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SessionRow {
+    /// Profile.
+    pub profile: String,
+    /// Session key.
+    pub session_key: String,
+    /// Agent-side session id; rotates on `/new` and `/reset`.
+    pub session_id: String,
+    /// Chat.
+    pub chat_id: String,
+    /// `p2p` or `group`.
+    pub chat_type: String,
+    /// User.
+    pub user_id: Option<String>,
+    /// Thread root.
+    pub root_msg_id: Option<String>,
+    /// History scope.
+    pub history_scope: String,
+    /// The topic root was injected into this session's first turn.
+    pub topic_root_prompt_delivered: bool,
+    /// Unix ms.
+    pub created_at: i64,
+    /// Unix ms.
+    pub updated_at: i64,
+}
+
+/// Session mappings.
+#[async_trait]
+pub trait SessionStore: Send + Sync + 'static {
+    /// Session mappings, optionally filtered.
+    async fn sessions(
+        &self,
+        profile: Option<&str>,
+        chat_id: Option<&str>,
+    ) -> Result<Vec<SessionRow>, StoreError>;
+    /// One session mapping.
+    async fn session(&self, profile: &str, key: &str) -> Result<Option<SessionRow>, StoreError>;
+    /// Rotates a session's id (clearing `topic_root_prompt_delivered`) and clears the
+    /// pending history of `history_scope`; `None` when there is no such session.
+    async fn reset_session(
+        &self,
+        profile: &str,
+        key: &str,
+        history_scope: &str,
+        new_session_id: &str,
+        now: i64,
+    ) -> Result<Option<SessionRow>, StoreError>;
+    /// Messages observed in a history scope since its watermark (recalled excluded).
+    async fn pending_history_count(&self, profile: &str, scope: &str) -> Result<i64, StoreError>;
+}

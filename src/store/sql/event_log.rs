@@ -1,0 +1,353 @@
+//! SQL of the [`crate::store::EventLog`]: routing writes, recalls, retention, and the
+//! reads that feed the selector. Every candidate read is an index range with a LIMIT,
+//! so its cost does not grow with the thread's length.
+
+/// A recall is remembered (so a late delivery is ignored) …
+pub(crate) const RECALL_MARK: &str = "INSERT INTO recalled_messages (message_id, chat_id, recalled_at) VALUES ($1, $2, $3) \
+     ON CONFLICT DO NOTHING";
+
+/// … its text leaves the items, the inbox and every decision that held it …
+pub(crate) const RECALL_SCRUB: [&str; 3] = [
+    "UPDATE thread_context_items SET text = '' \
+     WHERE event_id IN (SELECT id FROM thread_context_events WHERE message_id = $1)",
+    "UPDATE inbox_events SET payload = '{}' WHERE message_id = $1",
+    "UPDATE thread_context_decisions SET request_text = '', thread_context = '', selected_json = '[]', \
+     prompt_preview = '[removed: a message in this decision was recalled]' \
+     WHERE source_message_ids LIKE '%,' || $1 || ',%'",
+];
+
+/// … and its event-log records are marked recalled.
+pub(crate) const RECALL_EVENTS: &str = "UPDATE thread_context_events SET text = '', metadata_json = '{}', recalled = TRUE \
+     WHERE message_id = $1";
+
+/// Retention: old events (their items go with them: `ON DELETE CASCADE`), and finished
+/// inbox rows, verdicts, replies and turns of the same age.
+pub(crate) const PURGE: [&str; 5] = [
+    "DELETE FROM thread_context_events WHERE created_at < $1",
+    "DELETE FROM inbox_events WHERE received_at < $1 AND status IN ('done', 'skipped', 'failed')",
+    "DELETE FROM routing_verdicts WHERE created_at < $1",
+    "DELETE FROM outbound_messages WHERE created_at < $1",
+    "DELETE FROM turns WHERE queued_at < $1 AND state IN ('succeeded', 'failed', 'cancelled')",
+];
+
+pub(crate) const EVENT_COLUMNS: &str = "e.id, e.chat_id, e.root_msg_id, e.message_id, e.event_type, \
+     e.actor_type, e.actor_id, e.bot_profile, e.bridge_id, e.session_name, e.history_scope, e.text, \
+     e.recalled, e.created_at, i.id AS item_id, i.author_label, i.text AS item_text";
+
+pub(crate) fn select_events(where_clause: &str) -> String {
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM thread_context_events e \
+         LEFT JOIN thread_context_items i ON i.event_id = e.id WHERE {where_clause} ORDER BY e.id"
+    )
+}
+
+pub(crate) const CANDIDATE_COLUMNS: &str = "i.id AS item_id, e.id AS event_id, i.item_type, \
+     e.bot_profile, e.bridge_id, e.message_id, i.author_label, i.text, i.truncated, e.recalled";
+
+/// The thread's newest items. The thread is selected with row-value ranges rather than
+/// equalities, and ordered by the full `(chat_id, root_msg_id, id)` key: only the
+/// thread index can deliver that order, so a planner cannot walk the primary key
+/// backwards and filter (fast for a busy thread, but a scan of everything written since
+/// for a thread that went quiet). The two ranges together mean exactly
+/// `chat_id = $2 AND root_msg_id = $3`.
+pub(crate) fn thread_candidates() -> String {
+    format!(
+        "SELECT {CANDIDATE_COLUMNS} FROM thread_context_events e \
+         JOIN thread_context_items i ON i.event_id = e.id \
+         WHERE (e.chat_id, e.root_msg_id) >= ($2, $3) \
+           AND (e.chat_id, e.root_msg_id, e.id) <= ($2, $3, 9223372036854775807) \
+           AND (e.bot_profile = $1 OR e.event_type = 'agent_output') \
+         ORDER BY e.chat_id DESC, e.root_msg_id DESC, e.id DESC LIMIT $4"
+    )
+}
+
+pub(crate) fn pending_candidates() -> String {
+    format!(
+        "SELECT {CANDIDATE_COLUMNS} FROM thread_context_events e \
+         JOIN thread_context_items i ON i.event_id = e.id \
+         WHERE e.bot_profile = $1 AND e.history_scope = $2 \
+           AND e.event_type IN ('topic_root', 'human_message') \
+           AND e.id > COALESCE((SELECT last_event_id FROM history_watermarks \
+                                WHERE profile = $1 AND history_scope = $2), 0) \
+         ORDER BY e.id DESC LIMIT $3"
+    )
+}
+
+pub(crate) const TOPIC_ROOT: &str = "\
+SELECT e.text, COALESCE(i.author_label, e.actor_id) FROM thread_context_events e
+LEFT JOIN thread_context_items i ON i.event_id = e.id
+WHERE e.chat_id = $2 AND e.root_msg_id = $3 AND e.message_id = $3
+  AND e.event_type = 'topic_root' AND e.recalled = FALSE
+ORDER BY CASE WHEN e.bot_profile = $1 THEN 0 ELSE 1 END, e.id
+LIMIT 1";
+
+pub(crate) const MESSAGE_TEXT: &str = "\
+SELECT COALESCE(i.text, e.text), COALESCE(i.author_label, e.actor_id) FROM thread_context_events e
+LEFT JOIN thread_context_items i ON i.event_id = e.id
+WHERE e.message_id = $1 AND e.recalled = FALSE
+ORDER BY CASE WHEN i.id IS NULL THEN 1 ELSE 0 END, e.id
+LIMIT 1";
+
+/// Implements [`crate::store::EventLog`] for a backend type with `pool` and `timeout`
+/// fields (see `sql` for why this is a macro).
+macro_rules! impl_event_log {
+    ($ty:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::EventLog for $ty {
+            async fn is_recalled(&self, message_id: &str) -> Result<bool, $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM recalled_messages WHERE message_id = $1")
+                        .bind(message_id)
+                        .fetch_one(&self.pool)
+                        .await?;
+                    Ok(n > 0)
+                })
+                .await
+            }
+
+            async fn apply_route(
+                &self,
+                w: &$crate::store::RouteWrite,
+            ) -> Result<$crate::store::Routed, $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    let mut tx = self.pool.begin().await?;
+                    // The first verdict of a message stands; finding one means this
+                    // message was routed before.
+                    let fresh = $crate::store::sql::writes::insert_verdict(&w.verdict)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected()
+                        == 1;
+                    $crate::store::sql::writes::insert_events!(&mut *tx, &w.events);
+                    for (open_id, name) in &w.names {
+                        sqlx::query($crate::store::sql::writes::UPSERT_NAME)
+                            .bind(&w.verdict.profile)
+                            .bind(open_id)
+                            .bind(name)
+                            .bind(w.verdict.created_at)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    let session = match &w.session {
+                        Some(s) => Some(
+                            sqlx::query_as::<_, $crate::store::SessionRow>(&$crate::store::sql::writes::upsert_session())
+                                .bind(&s.profile)
+                                .bind(&s.session_key)
+                                .bind(&s.session_id)
+                                .bind(&s.chat_id)
+                                .bind(&s.chat_type)
+                                .bind(&s.user_id)
+                                .bind(&s.root_msg_id)
+                                .bind(&s.history_scope)
+                                .bind(s.now)
+                                .fetch_one(&mut *tx)
+                                .await?,
+                        ),
+                        None => None,
+                    };
+                    if let Some(t) = w.turn.as_ref().filter(|_| fresh) {
+                        $crate::store::sql::writes::insert_turn!(&mut *tx, t);
+                    }
+                    tx.commit().await?;
+                    Ok($crate::store::Routed { session, fresh })
+                })
+                .await
+            }
+
+            async fn record_verdict(
+                &self,
+                v: &$crate::store::NewVerdict,
+            ) -> Result<(), $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    $crate::store::sql::writes::insert_verdict(v)
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn recall(
+                &self,
+                message_id: &str,
+                chat_id: &str,
+                now: i64,
+            ) -> Result<u64, $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    let mut tx = self.pool.begin().await?;
+                    sqlx::query($crate::store::sql::event_log::RECALL_MARK)
+                        .bind(message_id)
+                        .bind(chat_id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                    for q in $crate::store::sql::event_log::RECALL_SCRUB {
+                        sqlx::query(q).bind(message_id).execute(&mut *tx).await?;
+                    }
+                    sqlx::query($crate::store::sql::writes::RECALL)
+                        .bind(message_id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                    let done = sqlx::query($crate::store::sql::event_log::RECALL_EVENTS).bind(message_id).execute(&mut *tx).await?;
+                    tx.commit().await?;
+                    Ok(done.rows_affected())
+                })
+                .await
+            }
+
+            async fn purge(&self, cutoff: i64) -> Result<(), $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    let mut tx = self.pool.begin().await?;
+                    for q in $crate::store::sql::event_log::PURGE {
+                        sqlx::query(q).bind(cutoff).execute(&mut *tx).await?;
+                    }
+                    tx.commit().await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn name_of(
+                &self,
+                profile: &str,
+                open_id: &str,
+            ) -> Result<Option<String>, $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_scalar("SELECT name FROM user_names WHERE profile = $1 AND open_id = $2")
+                        .bind(profile)
+                        .bind(open_id)
+                        .fetch_optional(&self.pool)
+                        .await?)
+                })
+                .await
+            }
+
+            async fn verdicts(
+                &self,
+                message_id: &str,
+                profile: Option<&str>,
+            ) -> Result<Vec<$crate::store::VerdictRow>, $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_as(
+                        "SELECT profile, message_id, chat_id, verdict, reason, session_key, decision_id, created_at \
+                         FROM routing_verdicts WHERE message_id = $1 AND ($2 IS NULL OR profile = $2) ORDER BY profile",
+                    )
+                    .bind(message_id)
+                    .bind(profile)
+                    .fetch_all(&self.pool)
+                    .await?)
+                })
+                .await
+            }
+
+            async fn thread_events(
+                &self,
+                profile: &str,
+                chat_id: &str,
+                root_msg_id: &str,
+            ) -> Result<Vec<$crate::store::ContextEventRow>, $crate::store::StoreError> {
+                let q = $crate::store::sql::event_log::select_events(
+                    "e.chat_id = $2 AND e.root_msg_id = $3 AND e.bot_profile = $1",
+                );
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_as(&q)
+                        .bind(profile)
+                        .bind(chat_id)
+                        .bind(root_msg_id)
+                        .fetch_all(&self.pool)
+                        .await?)
+                })
+                .await
+            }
+
+            async fn message_events(
+                &self,
+                message_id: &str,
+            ) -> Result<Vec<$crate::store::ContextEventRow>, $crate::store::StoreError> {
+                let q = $crate::store::sql::event_log::select_events("e.message_id = $1");
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_as(&q).bind(message_id).fetch_all(&self.pool).await?)
+                })
+                .await
+            }
+
+            async fn record_events(
+                &self,
+                events: &[$crate::store::NewContextEvent],
+            ) -> Result<(), $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    let mut tx = self.pool.begin().await?;
+                    $crate::store::sql::writes::insert_events!(&mut *tx, events);
+                    tx.commit().await?;
+                    Ok(())
+                })
+                .await
+            }
+
+            async fn thread_candidates(
+                &self,
+                profile: &str,
+                chat_id: &str,
+                root_msg_id: &str,
+                window: i64,
+            ) -> Result<Vec<$crate::store::CandidateRow>, $crate::store::StoreError> {
+                let q = $crate::store::sql::event_log::thread_candidates();
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_as(&q)
+                        .bind(profile)
+                        .bind(chat_id)
+                        .bind(root_msg_id)
+                        .bind(window)
+                        .fetch_all(&self.pool)
+                        .await?)
+                })
+                .await
+            }
+
+            async fn pending_candidates(
+                &self,
+                profile: &str,
+                scope: &str,
+                cap: i64,
+            ) -> Result<Vec<$crate::store::CandidateRow>, $crate::store::StoreError> {
+                let q = $crate::store::sql::event_log::pending_candidates();
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_as(&q).bind(profile).bind(scope).bind(cap).fetch_all(&self.pool).await?)
+                })
+                .await
+            }
+
+            async fn topic_root(
+                &self,
+                profile: &str,
+                chat_id: &str,
+                root_msg_id: &str,
+            ) -> Result<Option<(String, String)>, $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_as($crate::store::sql::event_log::TOPIC_ROOT)
+                        .bind(profile)
+                        .bind(chat_id)
+                        .bind(root_msg_id)
+                        .fetch_optional(&self.pool)
+                        .await?)
+                })
+                .await
+            }
+
+            async fn message_text(
+                &self,
+                message_id: &str,
+            ) -> Result<Option<(String, String)>, $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_as($crate::store::sql::event_log::MESSAGE_TEXT)
+                        .bind(message_id)
+                        .fetch_optional(&self.pool)
+                        .await?)
+                })
+                .await
+            }
+        }
+    };
+}
+pub(crate) use impl_event_log;

@@ -1,0 +1,127 @@
+//! SQL of the [`crate::store::SessionStore`]: session mappings and their history scopes.
+
+use super::writes::SESSION_COLUMNS;
+
+pub(crate) fn rotate_session() -> String {
+    format!(
+        "UPDATE sessions SET session_id = $3, topic_root_prompt_delivered = FALSE, updated_at = $4 \
+         WHERE profile = $1 AND session_key = $2 RETURNING {SESSION_COLUMNS}"
+    )
+}
+
+pub(crate) fn select_sessions(where_clause: &str) -> String {
+    format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions WHERE {where_clause} ORDER BY updated_at DESC, session_key"
+    )
+}
+
+/// Moves a scope's watermark to its newest event: everything observed so far is no
+/// longer pending.
+pub(crate) const CLEAR_SCOPE: &str = "\
+INSERT INTO history_watermarks (profile, history_scope, last_event_id, updated_at)
+VALUES ($1, $2, (SELECT COALESCE(MAX(id), 0) FROM thread_context_events
+                 WHERE bot_profile = $1 AND history_scope = $2), $3)
+ON CONFLICT (profile, history_scope)
+DO UPDATE SET last_event_id = excluded.last_event_id, updated_at = excluded.updated_at";
+
+pub(crate) const PENDING_COUNT: &str = "\
+SELECT COUNT(*) FROM thread_context_events
+WHERE bot_profile = $1 AND history_scope = $2 AND recalled = FALSE
+  AND event_type IN ('topic_root', 'human_message')
+  AND id > COALESCE((SELECT last_event_id FROM history_watermarks
+                     WHERE profile = $1 AND history_scope = $2), 0)";
+
+/// Implements [`crate::store::SessionStore`] for a backend type with `pool` and `timeout`
+/// fields (see `sql` for why this is a macro).
+macro_rules! impl_session_store {
+    ($ty:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::SessionStore for $ty {
+            async fn sessions(
+                &self,
+                profile: Option<&str>,
+                chat_id: Option<&str>,
+            ) -> Result<Vec<$crate::store::SessionRow>, $crate::store::StoreError> {
+                let q = $crate::store::sql::sessions::select_sessions(
+                    "($1 IS NULL OR profile = $1) AND ($2 IS NULL OR chat_id = $2)",
+                );
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_as(&q)
+                        .bind(profile)
+                        .bind(chat_id)
+                        .fetch_all(&self.pool)
+                        .await?)
+                })
+                .await
+            }
+
+            async fn session(
+                &self,
+                profile: &str,
+                key: &str,
+            ) -> Result<Option<$crate::store::SessionRow>, $crate::store::StoreError> {
+                let q = $crate::store::sql::sessions::select_sessions(
+                    "profile = $1 AND session_key = $2",
+                );
+                $crate::store::bounded(self.timeout, async {
+                    Ok(sqlx::query_as(&q)
+                        .bind(profile)
+                        .bind(key)
+                        .fetch_optional(&self.pool)
+                        .await?)
+                })
+                .await
+            }
+
+            async fn reset_session(
+                &self,
+                profile: &str,
+                key: &str,
+                history_scope: &str,
+                new_session_id: &str,
+                now: i64,
+            ) -> Result<Option<$crate::store::SessionRow>, $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    let mut tx = self.pool.begin().await?;
+                    let row: Option<$crate::store::SessionRow> =
+                        sqlx::query_as(&$crate::store::sql::sessions::rotate_session())
+                            .bind(profile)
+                            .bind(key)
+                            .bind(new_session_id)
+                            .bind(now)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                    if row.is_some() {
+                        sqlx::query($crate::store::sql::sessions::CLEAR_SCOPE)
+                            .bind(profile)
+                            .bind(history_scope)
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(row)
+                })
+                .await
+            }
+
+            async fn pending_history_count(
+                &self,
+                profile: &str,
+                scope: &str,
+            ) -> Result<i64, $crate::store::StoreError> {
+                $crate::store::bounded(self.timeout, async {
+                    Ok(
+                        sqlx::query_scalar($crate::store::sql::sessions::PENDING_COUNT)
+                            .bind(profile)
+                            .bind(scope)
+                            .fetch_one(&self.pool)
+                            .await?,
+                    )
+                })
+                .await
+            }
+        }
+    };
+}
+pub(crate) use impl_session_store;

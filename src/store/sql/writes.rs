@@ -1,0 +1,191 @@
+//! Statements more than one surface writes, inside their own transactions: event-log
+//! records with their items, verdicts, display names, session mappings, turns,
+//! decisions and history watermarks. A leaf: it uses no other statement module.
+
+pub(crate) const INSERT_EVENT: &str = "\
+INSERT INTO thread_context_events
+    (chat_id, chat_type, root_msg_id, thread_id, message_id, event_type, actor_type, actor_id,
+     bridge_id, bot_profile, target_id, target_name, session_name, history_scope, text,
+     metadata_json, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+ON CONFLICT DO NOTHING
+RETURNING id";
+
+pub(crate) const INSERT_ITEM: &str = "\
+INSERT INTO thread_context_items
+    (event_id, item_type, role, author_label, text, token_estimate, truncated, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+
+/// Inserts event-log records (and their items) inside an open transaction; a record that
+/// already exists (same profile, message and type) is skipped with its item.
+macro_rules! insert_events {
+    ($tx:expr, $events:expr) => {
+        for e in $events {
+            let id: Option<i64> = sqlx::query_scalar($crate::store::sql::writes::INSERT_EVENT)
+                .bind(&e.chat_id)
+                .bind(&e.chat_type)
+                .bind(&e.root_msg_id)
+                .bind(&e.thread_id)
+                .bind(&e.message_id)
+                .bind(&e.event_type)
+                .bind(&e.actor_type)
+                .bind(&e.actor_id)
+                .bind(&e.bridge_id)
+                .bind(&e.bot_profile)
+                .bind(&e.target_id)
+                .bind(&e.target_name)
+                .bind(&e.session_name)
+                .bind(&e.history_scope)
+                .bind(&e.text)
+                .bind(&e.metadata_json)
+                .bind(e.created_at)
+                .fetch_optional($tx)
+                .await?;
+            if let (Some(id), Some(item)) = (id, &e.item) {
+                sqlx::query($crate::store::sql::writes::INSERT_ITEM)
+                    .bind(id)
+                    .bind(&item.item_type)
+                    .bind(&item.role)
+                    .bind(&item.author_label)
+                    .bind(&item.text)
+                    .bind(item.token_estimate)
+                    .bind(item.truncated)
+                    .bind(e.created_at)
+                    .execute($tx)
+                    .await?;
+            }
+        }
+    };
+}
+pub(crate) use insert_events;
+
+pub(crate) const UPSERT_NAME: &str = "\
+INSERT INTO user_names (profile, open_id, name, updated_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (profile, open_id) DO UPDATE SET name = excluded.name, updated_at = excluded.updated_at";
+
+pub(crate) const INSERT_VERDICT: &str = "\
+INSERT INTO routing_verdicts (profile, message_id, chat_id, verdict, reason, session_key, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT DO NOTHING";
+
+/// The verdict insert with its values bound (the first verdict of a message stands).
+pub(crate) fn insert_verdict<DB: sqlx::Database>(
+    v: &crate::store::NewVerdict,
+) -> sqlx::query::Query<'_, DB, <DB as sqlx::Database>::Arguments<'_>>
+where
+    String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<String>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    i64: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    sqlx::query(INSERT_VERDICT)
+        .bind(&v.profile)
+        .bind(&v.message_id)
+        .bind(&v.chat_id)
+        .bind(&v.verdict)
+        .bind(&v.reason)
+        .bind(&v.session_key)
+        .bind(v.created_at)
+}
+
+pub(crate) const SESSION_COLUMNS: &str = "profile, session_key, session_id, chat_id, chat_type, \
+     user_id, root_msg_id, history_scope, topic_root_prompt_delivered, created_at, updated_at";
+
+pub(crate) fn upsert_session() -> String {
+    format!(
+        "INSERT INTO sessions (profile, session_key, session_id, chat_id, chat_type, user_id, \
+         root_msg_id, history_scope, topic_root_prompt_delivered, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, FALSE, $9, $9) \
+         ON CONFLICT (profile, session_key) DO UPDATE SET updated_at = excluded.updated_at \
+         RETURNING {SESSION_COLUMNS}"
+    )
+}
+
+pub(crate) const CONSUME: &str = "\
+INSERT INTO history_watermarks (profile, history_scope, last_event_id, updated_at)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (profile, history_scope) DO UPDATE SET
+    last_event_id = CASE WHEN excluded.last_event_id > history_watermarks.last_event_id
+                         THEN excluded.last_event_id ELSE history_watermarks.last_event_id END,
+    updated_at = excluded.updated_at";
+
+pub(crate) const INSERT_TURN: &str = "\
+INSERT INTO turns (turn_id, profile, session_key, chat_id, message_id, request_text, job_json,
+                   state, queued_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8)";
+
+/// Inserts a turn inside an open transaction.
+macro_rules! insert_turn {
+    ($tx:expr, $t:expr) => {
+        sqlx::query($crate::store::sql::writes::INSERT_TURN)
+            .bind(&$t.turn_id)
+            .bind(&$t.profile)
+            .bind(&$t.session_key)
+            .bind(&$t.chat_id)
+            .bind(&$t.message_id)
+            .bind(&$t.request_text)
+            .bind(&$t.job_json)
+            .bind($t.queued_at)
+            .execute($tx)
+            .await?;
+    };
+}
+pub(crate) use insert_turn;
+
+/// A recalled request: its text leaves the turn, and a turn that has not started yet
+/// never will.
+pub(crate) const RECALL: &str = "\
+UPDATE turns SET request_text = '', job_json = '{}',
+    error = CASE WHEN state = 'queued' THEN 'the request was recalled' ELSE error END,
+    finished_at = CASE WHEN state = 'queued' THEN $2 ELSE finished_at END,
+    state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END
+WHERE message_id = $1";
+
+pub(crate) const INSERT_DECISION: &str = "\
+INSERT INTO thread_context_decisions
+    (chat_id, root_msg_id, message_id, bridge_id, bot_profile, target_id, workspace_mode, mode,
+     session_key, session_id, request_text, thread_context, selected_item_ids_json, selected_json,
+     excluded_json, prompt_preview, diagnostics_json, source_message_ids, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+RETURNING id";
+
+/// Inserts a decision inside an open transaction and links it from the request's
+/// verdict; evaluates to the decision id.
+macro_rules! insert_decision {
+    ($tx:expr, $d:expr) => {{
+        let d = $d;
+        let id: i64 = sqlx::query_scalar($crate::store::sql::writes::INSERT_DECISION)
+            .bind(&d.chat_id)
+            .bind(&d.root_msg_id)
+            .bind(&d.message_id)
+            .bind(&d.bridge_id)
+            .bind(&d.bot_profile)
+            .bind(&d.target_id)
+            .bind(&d.workspace_mode)
+            .bind(&d.mode)
+            .bind(&d.session_key)
+            .bind(&d.session_id)
+            .bind(&d.request_text)
+            .bind(&d.thread_context)
+            .bind(&d.selected_item_ids_json)
+            .bind(&d.selected_json)
+            .bind(&d.excluded_json)
+            .bind(&d.prompt_preview)
+            .bind(&d.diagnostics_json)
+            .bind(&d.source_message_ids)
+            .bind(d.created_at)
+            .fetch_one($tx)
+            .await?;
+        sqlx::query($crate::store::sql::writes::LINK_VERDICT)
+            .bind(id)
+            .bind(&d.bot_profile)
+            .bind(&d.message_id)
+            .execute($tx)
+            .await?;
+        id
+    }};
+}
+pub(crate) use insert_decision;
+
+/// A decision is linked from its request's verdict.
+pub(crate) const LINK_VERDICT: &str =
+    "UPDATE routing_verdicts SET decision_id = $1 WHERE profile = $2 AND message_id = $3";
