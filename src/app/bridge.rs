@@ -74,6 +74,7 @@ impl Bridge {
         };
         let (committer, mut tasks) = Committer::spawn(
             store.clone(),
+            store.backend(),
             metrics.clone(),
             wake.clone(),
             writers,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::{
-    store::{NewOutbound, Store, StoreError},
+    store::{NewOutbound, OutboundStore, StoreError},
     util::now_ms,
 };
 
@@ -108,12 +108,12 @@ pub trait Outbound: Send + Sync {
 
 /// Records replies in `outbound_messages` and logs that it did (without the text).
 pub struct RecordingOutbound {
-    store: Arc<dyn Store>,
+    store: Arc<dyn OutboundStore>,
 }
 
 impl RecordingOutbound {
     /// Records into this store.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn OutboundStore>) -> Self {
         Self { store }
     }
 }
@@ -176,7 +176,7 @@ impl FeishuOutbound {
     pub fn new(
         config: Arc<crate::config::Config>,
         clients: std::collections::HashMap<String, Arc<crate::feishu_api::FeishuClient>>,
-        store: Arc<dyn Store>,
+        store: Arc<dyn OutboundStore>,
     ) -> Self {
         Self {
             config,

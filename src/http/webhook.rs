@@ -299,7 +299,8 @@ async fn card_answer(
     let work = tokio::spawn(async move {
         let cx = ButtonContext {
             config: &state.config,
-            store: &state.store,
+            turns: state.store.clone(),
+            sessions: state.store.clone(),
             queues: &state.queues,
         };
         buttons::answer(cx, &profile, &event_type, &payload).await

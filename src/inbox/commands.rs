@@ -6,12 +6,10 @@
 //! * `/stop` cancels the running turn of the caller's own session key, nothing else.
 //! * Unknown commands get the help text.
 
-use std::sync::Arc;
-
 use crate::{
     feishu_api::outbound::{Outbound, OutboundError, Reply},
     routing::{Command, HELP},
-    store::{SessionRow, Store, StoreError},
+    store::{SessionRow, SessionStore, StoreError},
     turns::queue::SessionQueues,
     util::{new_session_id, now_ms},
 };
@@ -42,7 +40,7 @@ pub struct CommandCall<'a> {
 
 /// Runs a command and sends its answer.
 pub async fn execute(
-    store: &Arc<dyn Store>,
+    store: &dyn SessionStore,
     queues: &SessionQueues,
     outbound: &dyn Outbound,
     call: &CommandCall<'_>,

@@ -22,7 +22,7 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    store::{InboxStatus, InsertOutcome, NewInboxEvent, Store, StoreError},
+    store::{Backend, InboxStatus, InboxStore, InsertOutcome, NewInboxEvent, StoreError},
     telemetry::Metrics,
 };
 
@@ -66,7 +66,8 @@ impl Committer {
     /// Starts `writers` committer tasks sharing one queue. They stop when `stop` is
     /// cancelled, after answering everything already queued.
     pub fn spawn(
-        store: Arc<dyn Store>,
+        store: Arc<dyn InboxStore>,
+        backend: Backend,
         metrics: Metrics,
         wake_worker: Arc<Notify>,
         writers: usize,
@@ -78,6 +79,7 @@ impl Committer {
             .map(|_| {
                 let w = Writer {
                     store: store.clone(),
+                    backend,
                     metrics: metrics.clone(),
                     wake_worker: wake_worker.clone(),
                     rx: rx.clone(),
@@ -108,7 +110,8 @@ impl Committer {
 }
 
 struct Writer {
-    store: Arc<dyn Store>,
+    store: Arc<dyn InboxStore>,
+    backend: Backend,
     metrics: Metrics,
     wake_worker: Arc<Notify>,
     rx: Arc<Mutex<mpsc::Receiver<Job>>>,
@@ -151,7 +154,7 @@ impl Writer {
         if live.is_empty() {
             return;
         }
-        let backend = self.store.backend().as_str();
+        let backend = self.backend.as_str();
         self.metrics
             .commit_batch_size
             .with_label_values(&[backend])

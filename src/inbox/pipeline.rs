@@ -20,7 +20,9 @@ use crate::{
         events::{self, MessageReceive, TypedEvent},
     },
     routing::{self, Inbound, Place, Sender, Verdict},
-    store::{InboxEvent, NewSession, NewVerdict, RouteWrite, Store, StoreError},
+    store::{
+        EventLog, InboxEvent, NewSession, NewVerdict, RouteWrite, SessionStore, Store, StoreError,
+    },
     turns::queue::SessionQueues,
     turns::{TurnJob, TurnRunner},
     util::{new_session_id, now_ms},
@@ -55,7 +57,8 @@ const PURGE_EVERY: Duration = Duration::from_secs(60);
 /// The processing stages and what they share.
 pub struct Pipeline {
     config: Arc<Config>,
-    store: Arc<dyn Store>,
+    log: Arc<dyn EventLog>,
+    sessions: Arc<dyn SessionStore>,
     identities: Arc<Identities>,
     queues: SessionQueues,
     outbound: Arc<dyn Outbound>,
@@ -81,7 +84,8 @@ impl Pipeline {
     ) -> Self {
         Self {
             config,
-            store,
+            log: store.clone(),
+            sessions: store,
             identities,
             queues,
             outbound,
@@ -94,9 +98,9 @@ impl Pipeline {
     pub async fn process(&self, event: &InboxEvent) -> Result<(), ProcessError> {
         // A recalled message is never parsed again (its payload is gone by design).
         if let Some(message_id) = &event.message_id
-            && self.store.is_recalled(message_id).await?
+            && self.log.is_recalled(message_id).await?
         {
-            self.store
+            self.log
                 .record_verdict(&NewVerdict {
                     profile: event.profile.clone(),
                     message_id: message_id.clone(),
@@ -112,10 +116,7 @@ impl Pipeline {
         match events::parse(&event.event_type, &event.payload)? {
             TypedEvent::MessageReceive(m) => self.on_message(&event.profile, &m).await,
             TypedEvent::MessageRecalled(r) => {
-                let n = self
-                    .store
-                    .recall(&r.message_id, &r.chat_id, now_ms())
-                    .await?;
+                let n = self.log.recall(&r.message_id, &r.chat_id, now_ms()).await?;
                 tracing::info!(message_id = %r.message_id, records = n, "message recalled: text removed, excluded from context");
                 Ok(())
             }
@@ -262,11 +263,11 @@ impl Pipeline {
         if let Some(cutoff) = self.purge_due() {
             // Retention rides on message traffic, in its own short transaction; a failure
             // only waits for the next round.
-            if let Err(e) = self.store.purge(cutoff).await {
+            if let Err(e) = self.log.purge(cutoff).await {
                 tracing::warn!(error = %e, "retention purge failed");
             }
         }
-        let routed = self.store.apply_route(&write).await?;
+        let routed = self.log.apply_route(&write).await?;
         tracing::info!(profile = profile_name, message_id = %msg.message_id, verdict = route.verdict.as_str(), reason = route.reason, session_key = ?route.session_key, fresh = routed.fresh, "message routed");
 
         let Some(session) = routed.session else {
@@ -280,9 +281,14 @@ impl Pipeline {
                     history_scope: &history_scope,
                     message_id: &msg.message_id,
                 };
-                commands::execute(&self.store, &self.queues, self.outbound.as_ref(), &call)
-                    .await
-                    .map_err(ProcessError::from)
+                commands::execute(
+                    self.sessions.as_ref(),
+                    &self.queues,
+                    self.outbound.as_ref(),
+                    &call,
+                )
+                .await
+                .map_err(ProcessError::from)
             }
             // Routed before: its turn was queued then (and runs, or is recovered).
             (None, Some(job)) if routed.fresh => {
@@ -310,7 +316,7 @@ impl Pipeline {
             return Ok(format!("app:{actor_id}"));
         }
         Ok(self
-            .store
+            .log
             .name_of(profile, actor_id)
             .await?
             .unwrap_or_else(|| actor_id.to_string()))

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::pipeline::{Pipeline, ProcessError};
 use crate::{
     config::WorkerConfig,
-    store::{Finish, InboxEvent, Store},
+    store::{Finish, InboxEvent, InboxStore},
     telemetry::Metrics,
     util::now_ms,
 };
@@ -48,7 +48,7 @@ pub struct Processed {
 /// The worker loop and what it needs.
 pub struct Worker {
     /// Store.
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn InboxStore>,
     /// What processing means.
     pub pipeline: Arc<Pipeline>,
     /// Tuning.

@@ -6,7 +6,7 @@
 use crate::{
     context::report::{ExcludedItem, Explanation, SelectedItem, TurnOutcome},
     redact::echo,
-    store::{DecisionRow, Store, StoreError},
+    store::{DecisionRow, DecisionStore, StoreError, TurnStore},
 };
 
 /// Which decision to explain.
@@ -39,7 +39,10 @@ impl Query<'_> {
 }
 
 /// Finds and explains a decision; `None` when there is none.
-pub async fn load(store: &dyn Store, q: &Query<'_>) -> Result<Option<Explanation>, StoreError> {
+pub async fn load<S>(store: &S, q: &Query<'_>) -> Result<Option<Explanation>, StoreError>
+where
+    S: DecisionStore + TurnStore + ?Sized,
+{
     let row = match q.decision_id {
         Some(id) => store.decision(id).await?.filter(|d| {
             d.decision.bot_profile == q.profile && d.decision.root_msg_id == q.root_msg_id

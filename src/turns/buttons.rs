@@ -20,17 +20,19 @@ use crate::{
     config::{Config, WorkspaceMode},
     protocol::events::{self, TypedEvent, UserIds},
     routing::{Sender, may_act_on_session},
-    store::{Store, TurnRow, TurnState},
+    store::{SessionStore, TurnRow, TurnState, TurnStore},
     util::{new_session_id, now_ms},
 };
 
 /// What answering a button reads and acts on.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct ButtonContext<'a> {
     /// Profiles and workspaces (who may press).
     pub config: &'a Config,
-    /// The turn a button names, and its session.
-    pub store: &'a Arc<dyn Store>,
+    /// The turn a button names.
+    pub turns: Arc<dyn TurnStore>,
+    /// Its session, which "new session" rotates.
+    pub sessions: Arc<dyn SessionStore>,
     /// Where a running turn is stopped.
     pub queues: &'a SessionQueues,
 }
@@ -111,7 +113,7 @@ pub async fn answer(
         // Not one of this bridge's buttons.
         return json!({});
     };
-    let turn = match cx.store.turn(&turn_id).await {
+    let turn = match cx.turns.turn(&turn_id).await {
         Ok(Some(t)) if t.profile == profile => t,
         Ok(_) => return toast("error", "This button belongs to an answer I do not know."),
         Err(e) => {
@@ -139,7 +141,7 @@ pub async fn answer(
                 toast("success", "Stopping this answer.")
             } else if turn.state().is_ok_and(|s| s == TurnState::Queued) {
                 // Not started yet: it never will.
-                let store = cx.store.clone();
+                let store = cx.turns.clone();
                 tokio::spawn(async move {
                     let _ = store
                         .end_turn(
@@ -161,7 +163,7 @@ pub async fn answer(
             };
             // One write, in a task of its own: the answer waits for it only briefly, so
             // a slow database delays the reset, never Feishu's answer.
-            let store = cx.store.clone();
+            let store = cx.sessions.clone();
             let reset = tokio::spawn(async move {
                 let fresh = new_session_id();
                 let done = store

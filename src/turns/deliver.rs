@@ -22,7 +22,7 @@ use crate::{
         outbound::{Outbound, OutboundError},
         reply::split,
     },
-    store::{NewContextEvent, NewItem, Store, StoreError, TurnCompletion, TurnState},
+    store::{NewContextEvent, NewItem, StoreError, TurnCompletion, TurnState, TurnStore},
     util::now_ms,
 };
 
@@ -33,7 +33,7 @@ pub(super) const INTERRUPTED: &str = "Sorry, the bridge restarted while the agen
 /// Posts and records what a turn tells its user.
 pub(super) struct Deliverer {
     config: Arc<Config>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn TurnStore>,
     identities: Arc<Identities>,
     outbound: Arc<dyn Outbound>,
     /// Cancelled when the bridge shuts down: writes stop being retried then.
@@ -44,7 +44,7 @@ impl Deliverer {
     /// A deliverer over the app's parts.
     pub(super) fn new(
         config: Arc<Config>,
-        store: Arc<dyn Store>,
+        store: Arc<dyn TurnStore>,
         identities: Arc<Identities>,
         outbound: Arc<dyn Outbound>,
         shutdown: CancellationToken,

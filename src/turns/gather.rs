@@ -14,7 +14,7 @@ use crate::{
         selector::{self, Candidate, Request, Selected, Selection},
     },
     feishu_api::{FeishuClient, identity::Identities},
-    store::{NewDecision, SessionRow, Store, StoreError},
+    store::{EventLog, NewDecision, SessionRow, StoreError},
     util::now_ms,
 };
 
@@ -176,7 +176,7 @@ impl Gathered {
 /// Reads a turn's context: the store first, the Open API for messages it never saw.
 pub(super) struct Gatherer {
     config: Arc<Config>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn EventLog>,
     clients: HashMap<String, Arc<FeishuClient>>,
     identities: Arc<Identities>,
 }
@@ -185,7 +185,7 @@ impl Gatherer {
     /// A gatherer over the app's parts.
     pub(super) fn new(
         config: Arc<Config>,
-        store: Arc<dyn Store>,
+        store: Arc<dyn EventLog>,
         clients: HashMap<String, Arc<FeishuClient>>,
         identities: Arc<Identities>,
     ) -> Self {

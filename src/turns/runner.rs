@@ -20,7 +20,7 @@ use crate::{
     agent::{Agent, AgentError, AgentTurn, ContextItem, EchoAgent, PastTurn, TurnSender},
     config::Config,
     feishu_api::{FeishuClient, identity::Identities, outbound::Outbound},
-    store::{SessionRow, StartedTurn, Store, TurnStart, TurnState},
+    store::{SessionRow, SessionStore, StartedTurn, Store, TurnStart, TurnState, TurnStore},
     telemetry::Metrics,
     util::now_ms,
 };
@@ -36,7 +36,8 @@ const QUOTE_UNREADABLE: &str = "I could not read the message you replied to (it 
 /// Runs turns.
 pub struct TurnRunner {
     config: Arc<Config>,
-    store: Arc<dyn Store>,
+    sessions: Arc<dyn SessionStore>,
+    store: Arc<dyn TurnStore>,
     identities: Arc<Identities>,
     gatherer: Gatherer,
     deliverer: Arc<Deliverer>,
@@ -110,6 +111,7 @@ impl TurnRunner {
         );
         Self {
             config: p.config,
+            sessions: p.store.clone(),
             store: p.store,
             identities: p.identities,
             gatherer,
@@ -121,8 +123,8 @@ impl TurnRunner {
         }
     }
 
-    /// The store (recovery reads the unfinished turns from it).
-    pub(super) fn store(&self) -> &Arc<dyn Store> {
+    /// The turns (recovery reads the unfinished ones).
+    pub(super) fn store(&self) -> &Arc<dyn TurnStore> {
         &self.store
     }
 
@@ -234,7 +236,11 @@ impl TurnRunner {
     /// turn set running (and the pending history it consumes) in one transaction.
     /// `Err(outcome)` when it does not start.
     async fn start(&self, job: &TurnJob) -> Result<Result<Started, &'static str>, TurnError> {
-        let Some(session) = self.store.session(&job.profile, &job.session_key).await? else {
+        let Some(session) = self
+            .sessions
+            .session(&job.profile, &job.session_key)
+            .await?
+        else {
             tracing::warn!(session_key = %job.session_key, "turn for a session that no longer exists");
             self.store
                 .end_turn(

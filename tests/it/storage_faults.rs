@@ -231,6 +231,7 @@ async fn row_by_row(db: TestDb) {
     let stop = CancellationToken::new();
     let (committer, tasks) = Committer::spawn(
         store.clone(),
+        store.backend(),
         metrics.clone(),
         Arc::new(Notify::new()),
         1,
