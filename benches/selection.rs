@@ -496,7 +496,7 @@ fn decision(selection: &Selection, prompt: &str) -> NewDecision {
             "context_chars": context_chars,
         })
         .to_string(),
-        source_message_ids: format!(",{REQUEST_ID},"),
+        source_message_ids: vec![REQUEST_ID.to_string()],
         created_at: 1_735_689_600_000,
     }
 }

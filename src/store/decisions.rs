@@ -41,8 +41,10 @@ pub struct NewDecision {
     pub prompt_preview: String,
     /// Diagnostics, JSON object.
     pub diagnostics_json: String,
-    /// `,om_a,om_b,`
-    pub source_message_ids: String,
+    /// Every message whose text the decision holds (its request first): a recall of
+    /// any of them scrubs the decision. Written to its own table, not read back.
+    #[sqlx(skip)]
+    pub source_message_ids: Vec<String>,
     /// Unix ms.
     pub created_at: i64,
 }

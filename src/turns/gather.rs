@@ -120,13 +120,16 @@ impl Gathered {
         prompt: &str,
         modes: (bool, bool),
     ) -> NewDecision {
-        let mut sources = vec![format!(",{},", job.message_id)];
-        sources.extend(
-            self.source_message_ids
-                .iter()
-                .chain(self.selected().map(|s| &s.message_id))
-                .map(|m| format!("{m},")),
-        );
+        let mut sources = vec![job.message_id.clone()];
+        for m in self
+            .source_message_ids
+            .iter()
+            .chain(self.selected().map(|s| &s.message_id))
+        {
+            if !sources.contains(m) {
+                sources.push(m.clone());
+            }
+        }
         // The same fields as the explain record's excluded items: serialized as they are.
         let excluded: Vec<_> = self
             .thread
@@ -156,7 +159,7 @@ impl Gathered {
             excluded_json: json_text(&excluded),
             prompt_preview: prompt.to_string(),
             diagnostics_json: self.diagnostics().to_string(),
-            source_message_ids: sources.concat(),
+            source_message_ids: sources,
             created_at: now_ms(),
         }
     }

@@ -3,7 +3,7 @@
 pub(crate) const DECISION_COLUMNS: &str = "id, chat_id, root_msg_id, message_id, bridge_id, bot_profile, \
      target_id, workspace_mode, mode, session_key, session_id, request_text, thread_context, \
      selected_item_ids_json, selected_json, excluded_json, prompt_preview, diagnostics_json, \
-     source_message_ids, created_at";
+     created_at";
 
 /// Implements [`crate::store::DecisionStore`] for a backend type with `pool` and `timeout`
 /// fields (see `sql` for why this is a macro).

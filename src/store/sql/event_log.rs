@@ -13,7 +13,7 @@ pub(crate) const RECALL_SCRUB: [&str; 3] = [
     "UPDATE inbox_events SET payload = '{}' WHERE message_id = $1",
     "UPDATE thread_context_decisions SET request_text = '', thread_context = '', selected_json = '[]', \
      prompt_preview = '[removed: a message in this decision was recalled]' \
-     WHERE source_message_ids LIKE '%,' || $1 || ',%'",
+     WHERE id IN (SELECT decision_id FROM decision_sources WHERE message_id = $1)",
 ];
 
 /// … and its event-log records are marked recalled.

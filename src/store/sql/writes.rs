@@ -144,8 +144,8 @@ pub(crate) const INSERT_DECISION: &str = "\
 INSERT INTO thread_context_decisions
     (chat_id, root_msg_id, message_id, bridge_id, bot_profile, target_id, workspace_mode, mode,
      session_key, session_id, request_text, thread_context, selected_item_ids_json, selected_json,
-     excluded_json, prompt_preview, diagnostics_json, source_message_ids, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+     excluded_json, prompt_preview, diagnostics_json, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 RETURNING id";
 
 /// Inserts a decision inside an open transaction and links it from the request's
@@ -171,10 +171,16 @@ macro_rules! insert_decision {
             .bind(&d.excluded_json)
             .bind(&d.prompt_preview)
             .bind(&d.diagnostics_json)
-            .bind(&d.source_message_ids)
             .bind(d.created_at)
             .fetch_one($tx)
             .await?;
+        for message_id in &d.source_message_ids {
+            sqlx::query($crate::store::sql::writes::INSERT_SOURCE)
+                .bind(id)
+                .bind(message_id)
+                .execute($tx)
+                .await?;
+        }
         sqlx::query($crate::store::sql::writes::LINK_VERDICT)
             .bind(id)
             .bind(&d.bot_profile)
@@ -185,6 +191,10 @@ macro_rules! insert_decision {
     }};
 }
 pub(crate) use insert_decision;
+
+/// A message whose text a decision holds (so that its recall scrubs the decision).
+pub(crate) const INSERT_SOURCE: &str =
+    "INSERT INTO decision_sources (decision_id, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING";
 
 /// A decision is linked from its request's verdict.
 pub(crate) const LINK_VERDICT: &str =
