@@ -3,12 +3,11 @@
 //! print.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::selector::{Excluded, Selected};
 
 /// One selected item as explained.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SelectedItem {
     /// Item id.
     pub item_id: i64,
@@ -25,7 +24,7 @@ pub struct SelectedItem {
 }
 
 /// An excluded item as explained.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExcludedItem {
     /// Item id.
     pub item_id: i64,
@@ -60,7 +59,7 @@ impl From<Excluded> for ExcludedItem {
 }
 
 /// What became of a decision's turn.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TurnOutcome {
     /// `turn_<hex>` (`GET /turns/{turn_id}`).
     pub turn_id: String,
@@ -75,7 +74,7 @@ pub struct TurnOutcome {
 }
 
 /// One decision, explained.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Explanation {
     /// Decision id.
     pub decision_id: i64,
@@ -104,7 +103,6 @@ pub struct Explanation {
     /// Excluded items with reasons.
     pub excluded: Vec<ExcludedItem>,
     /// Counts, budgets, which budget cut, topic-root and quote handling.
-    #[schema(value_type = Object)]
     pub diagnostics: serde_json::Value,
     /// Unix ms.
     pub created_at: i64,

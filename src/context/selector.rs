@@ -18,8 +18,8 @@ use serde::Serialize;
 
 use crate::config::WorkspaceMode;
 
-/// A recorded item the selector may pick (the store reads it as it is).
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+/// A recorded item the selector may pick (the store maps its rows to it).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate {
     /// Item id.
     pub item_id: i64,

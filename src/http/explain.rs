@@ -9,11 +9,12 @@ use axum::{
 use serde::Deserialize;
 use utoipa::IntoParams;
 
+use super::schemas::ExplanationSchema;
 use super::{
     AdminAuth, ApiError, AppState, ErrorBody,
     extract::{Path, Query},
 };
-use crate::context::report::{Explanation, render_text};
+use crate::context::report::render_text;
 
 /// Which decision.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -35,7 +36,7 @@ pub struct ExplainQuery {
     params(("root_msg_id" = String, Path, description = "The thread's root message id"), ExplainQuery),
     responses(
         (status = 200, description = "The decision (`Accept: text/plain` for a readable report)",
-         content((Explanation = "application/json"), (String = "text/plain"))),
+         content((ExplanationSchema = "application/json"), (String = "text/plain"))),
         (status = 400, description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`not_found` (no decision) or `unknown_profile`", body = ErrorBody),

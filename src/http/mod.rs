@@ -12,6 +12,7 @@ mod metrics;
 pub mod openapi;
 mod reshape;
 mod router;
+mod schemas;
 mod sessions;
 mod status;
 mod turns;

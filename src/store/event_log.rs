@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 
 use super::{NewSession, NewTurn, SessionRow, StoreError};
+use crate::context::selector::Candidate;
 
 /// An event-log record to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,10 +167,6 @@ pub struct ContextEventRow {
     pub item_text: Option<String>,
 }
 
-/// A context item offered to the selector, as read: the selector's own
-/// [`crate::context::selector::Candidate`].
-pub type CandidateRow = crate::context::selector::Candidate;
-
 /// The event log, routing's writes, and the selector's reads.
 #[async_trait]
 pub trait EventLog: Send + Sync + 'static {
@@ -215,14 +212,14 @@ pub trait EventLog: Send + Sync + 'static {
         chat_id: &str,
         root_msg_id: &str,
         window: i64,
-    ) -> Result<Vec<CandidateRow>, StoreError>;
+    ) -> Result<Vec<Candidate>, StoreError>;
     /// The newest `cap` items observed in a history scope after its watermark.
     async fn pending_candidates(
         &self,
         profile: &str,
         scope: &str,
         cap: i64,
-    ) -> Result<Vec<CandidateRow>, StoreError>;
+    ) -> Result<Vec<Candidate>, StoreError>;
     /// The recorded topic root of a thread (this profile's record first), not recalled:
     /// (text, author label).
     async fn topic_root(

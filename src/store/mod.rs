@@ -27,8 +27,7 @@ use std::{sync::Arc, time::Duration};
 pub use database::Database;
 pub use decisions::{DecisionRow, DecisionStore, NewDecision};
 pub use event_log::{
-    CandidateRow, ContextEventRow, EventLog, NewContextEvent, NewItem, NewVerdict, RouteWrite,
-    Routed, VerdictRow,
+    ContextEventRow, EventLog, NewContextEvent, NewItem, NewVerdict, RouteWrite, Routed, VerdictRow,
 };
 pub use inbox::{
     Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore, InsertOutcome,

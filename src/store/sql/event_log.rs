@@ -44,6 +44,39 @@ pub(crate) fn select_events(where_clause: &str) -> String {
 pub(crate) const CANDIDATE_COLUMNS: &str = "i.id AS item_id, e.id AS event_id, i.item_type, \
      e.bot_profile, e.bridge_id, e.message_id, i.author_label, i.text, i.truncated, e.recalled";
 
+/// A candidate item as read: mapped to the selector's own
+/// [`crate::context::selector::Candidate`], which knows nothing of the database.
+#[derive(sqlx::FromRow)]
+pub(crate) struct CandidateRow {
+    item_id: i64,
+    event_id: i64,
+    item_type: String,
+    bot_profile: String,
+    bridge_id: String,
+    message_id: String,
+    author_label: String,
+    text: String,
+    truncated: bool,
+    recalled: bool,
+}
+
+impl From<CandidateRow> for crate::context::selector::Candidate {
+    fn from(r: CandidateRow) -> Self {
+        Self {
+            item_id: r.item_id,
+            event_id: r.event_id,
+            item_type: r.item_type,
+            bot_profile: r.bot_profile,
+            bridge_id: r.bridge_id,
+            message_id: r.message_id,
+            author_label: r.author_label,
+            text: r.text,
+            truncated: r.truncated,
+            recalled: r.recalled,
+        }
+    }
+}
+
 /// The thread's newest items. The thread is selected with row-value ranges rather than
 /// equalities, and ordered by the full `(chat_id, root_msg_id, id)` key: only the
 /// thread index can deliver that order, so a planner cannot walk the primary key
@@ -291,16 +324,18 @@ macro_rules! impl_event_log {
                 chat_id: &str,
                 root_msg_id: &str,
                 window: i64,
-            ) -> Result<Vec<$crate::store::CandidateRow>, $crate::store::StoreError> {
-                let q = $crate::store::sql::event_log::thread_candidates();
+            ) -> Result<Vec<$crate::context::selector::Candidate>, $crate::store::StoreError> {
+                use $crate::store::sql::event_log::{CandidateRow, thread_candidates};
+                let q = thread_candidates();
                 $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_as(&q)
+                    let rows: Vec<CandidateRow> = sqlx::query_as(&q)
                         .bind(profile)
                         .bind(chat_id)
                         .bind(root_msg_id)
                         .bind(window)
                         .fetch_all(&self.pool)
-                        .await?)
+                        .await?;
+                    Ok(rows.into_iter().map(Into::into).collect())
                 })
                 .await
             }
@@ -310,10 +345,17 @@ macro_rules! impl_event_log {
                 profile: &str,
                 scope: &str,
                 cap: i64,
-            ) -> Result<Vec<$crate::store::CandidateRow>, $crate::store::StoreError> {
-                let q = $crate::store::sql::event_log::pending_candidates();
+            ) -> Result<Vec<$crate::context::selector::Candidate>, $crate::store::StoreError> {
+                use $crate::store::sql::event_log::{CandidateRow, pending_candidates};
+                let q = pending_candidates();
                 $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_as(&q).bind(profile).bind(scope).bind(cap).fetch_all(&self.pool).await?)
+                    let rows: Vec<CandidateRow> = sqlx::query_as(&q)
+                        .bind(profile)
+                        .bind(scope)
+                        .bind(cap)
+                        .fetch_all(&self.pool)
+                        .await?;
+                    Ok(rows.into_iter().map(Into::into).collect())
                 })
                 .await
             }

@@ -1,0 +1,190 @@
+//! OpenAPI schemas of bodies whose types live outside the HTTP layer (the context
+//! engine's explanation report knows nothing of OpenAPI). Each mirrors its type field
+//! for field under the same schema name; a test keeps the two in step.
+
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// One selected item as explained.
+#[derive(ToSchema)]
+#[schema(as = SelectedItem)]
+#[allow(dead_code)] // a schema only: never built
+pub struct SelectedItemSchema {
+    /// Item id.
+    item_id: i64,
+    /// `topic_root`, `human_message`, `agent_output`, `quoted_reply`.
+    item_type: String,
+    /// Source.
+    author_label: String,
+    /// Characters injected.
+    chars: usize,
+    /// The first characters.
+    preview: String,
+    /// Cut to `max_agent_output_chars` (or the quoted-reply budget).
+    truncated: bool,
+}
+
+/// An excluded item as explained.
+#[derive(ToSchema)]
+#[schema(as = ExcludedItem)]
+#[allow(dead_code)] // a schema only: never built
+pub struct ExcludedItemSchema {
+    /// Item id.
+    item_id: i64,
+    /// Item type.
+    item_type: String,
+    /// `limit`, `chars`, `own_output`, `same_turn_request`, `recalled`, `mode`,
+    /// `other_profile`, `command`, `in_thread_context`, `topic_root_block`.
+    reason: String,
+}
+
+/// What became of a decision's turn.
+#[derive(ToSchema)]
+#[schema(as = TurnOutcome)]
+#[allow(dead_code)] // a schema only: never built
+pub struct TurnOutcomeSchema {
+    /// `turn_<hex>` (`GET /turns/{turn_id}`).
+    turn_id: String,
+    /// `queued`, `running`, `succeeded`, `failed`, `cancelled`.
+    state: String,
+    /// Why it failed or was cancelled.
+    error: Option<String>,
+    /// The posted answer.
+    reply_message_id: Option<String>,
+    /// Characters of the agent's answer.
+    output_chars: Option<usize>,
+}
+
+/// One decision, explained.
+#[derive(ToSchema)]
+#[schema(as = Explanation)]
+#[allow(dead_code)] // a schema only: never built
+pub struct ExplanationSchema {
+    /// Decision id.
+    decision_id: i64,
+    /// Profile.
+    profile: String,
+    /// The profile's app id.
+    bridge_id: String,
+    /// Thread root.
+    root_msg_id: String,
+    /// The request message.
+    message_id: String,
+    /// `thread_context`, `pending_history`, `thread_context+pending_history`, or `none`.
+    mode: String,
+    /// `shared`, `owner_only`, or `dm`.
+    workspace_mode: String,
+    /// Session.
+    session_key: String,
+    /// The request text.
+    request_text: String,
+    /// Characters of injected context (thread, history, topic root, quote).
+    context_chars: usize,
+    /// Characters of the whole prompt.
+    prompt_chars: usize,
+    /// Selected items, oldest first.
+    selected: Vec<SelectedItemSchema>,
+    /// Excluded items with reasons.
+    excluded: Vec<ExcludedItemSchema>,
+    /// Counts, budgets, which budget cut, topic-root and quote handling.
+    #[schema(value_type = Object)]
+    diagnostics: Value,
+    /// Unix ms.
+    created_at: i64,
+    /// What became of the turn that made this decision (absent for decisions recorded
+    /// before turns were persisted).
+    turn: Option<TurnOutcomeSchema>,
+    /// The injected context as rendered (`verbose`).
+    thread_context: Option<String>,
+    /// The prompt as submitted (`verbose`).
+    prompt_preview: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use utoipa::{
+        PartialSchema,
+        openapi::{RefOr, schema::Schema},
+    };
+
+    use super::*;
+    use crate::context::report::{ExcludedItem, Explanation, SelectedItem, TurnOutcome};
+
+    fn properties(schema: RefOr<Schema>) -> BTreeSet<String> {
+        match schema {
+            RefOr::T(Schema::Object(o)) => o.properties.keys().cloned().collect(),
+            _ => panic!("not an object schema"),
+        }
+    }
+
+    fn keys(v: &Value) -> BTreeSet<String> {
+        v.as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn each_schema_names_exactly_the_fields_its_type_serialises() {
+        let selected = SelectedItem {
+            item_id: 1,
+            item_type: "human_message".into(),
+            author_label: "Alice".into(),
+            chars: 2,
+            preview: "hi".into(),
+            truncated: false,
+        };
+        let excluded = ExcludedItem {
+            item_id: 2,
+            item_type: "agent_output".into(),
+            reason: "own_output".into(),
+        };
+        let turn = TurnOutcome {
+            turn_id: "turn_1".into(),
+            state: "succeeded".into(),
+            error: None,
+            reply_message_id: Some("om_r".into()),
+            output_chars: Some(3),
+        };
+        let explanation = Explanation {
+            decision_id: 1,
+            profile: "planner".into(),
+            bridge_id: "cli".into(),
+            root_msg_id: "om_root".into(),
+            message_id: "om_q".into(),
+            mode: "thread_context".into(),
+            workspace_mode: "shared".into(),
+            session_key: "group:oc".into(),
+            request_text: "q".into(),
+            context_chars: 2,
+            prompt_chars: 10,
+            selected: vec![selected.clone()],
+            excluded: vec![excluded.clone()],
+            diagnostics: serde_json::json!({}),
+            created_at: 1,
+            turn: Some(turn.clone()),
+            thread_context: Some(String::new()),
+            prompt_preview: Some(String::new()),
+        };
+        let pairs = [
+            (
+                serde_json::to_value(&selected),
+                SelectedItemSchema::schema(),
+            ),
+            (
+                serde_json::to_value(&excluded),
+                ExcludedItemSchema::schema(),
+            ),
+            (serde_json::to_value(&turn), TurnOutcomeSchema::schema()),
+            (
+                serde_json::to_value(&explanation),
+                ExplanationSchema::schema(),
+            ),
+        ];
+        for (value, schema) in pairs {
+            let value = value.expect("serialises");
+            assert_eq!(keys(&value), properties(schema), "{value}");
+        }
+    }
+}
