@@ -69,7 +69,7 @@ impl TurnBody {
             session_id: r.session_id,
             chat_id: r.chat_id,
             message_id: r.message_id,
-            state: r.state,
+            state: r.state.to_string(),
             decision_id: r.decision_id,
             reply_message_id: r.reply_message_id,
             card_message_id: r.card_message_id,

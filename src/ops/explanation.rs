@@ -61,7 +61,7 @@ where
     e.turn = turn.map(|t| TurnOutcome {
         output_chars: t.output.as_ref().map(|o| o.chars().count()),
         turn_id: t.turn_id,
-        state: t.state,
+        state: t.state.to_string(),
         error: t.error,
         reply_message_id: t.reply_message_id,
     });

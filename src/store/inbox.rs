@@ -9,43 +9,19 @@ use async_trait::async_trait;
 
 use super::StoreError;
 
-/// Inbox row status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InboxStatus {
-    /// Waiting for a worker (possibly until `next_attempt_at`).
-    Pending,
-    /// Claimed by a worker, leased until `lease_until`.
-    Processing,
-    /// Processed.
-    Done,
-    /// A well-formed event of a type the bridge does not handle.
-    Skipped,
-    /// Gave up after `max_attempts`.
-    Failed,
-}
-
-impl InboxStatus {
-    /// Column spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Processing => "processing",
-            Self::Done => "done",
-            Self::Skipped => "skipped",
-            Self::Failed => "failed",
-        }
-    }
-
-    /// Parses the column spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "pending" => Self::Pending,
-            "processing" => Self::Processing,
-            "done" => Self::Done,
-            "skipped" => Self::Skipped,
-            "failed" => Self::Failed,
-            _ => return None,
-        })
+crate::spelled! {
+    /// Inbox row status.
+    pub enum InboxStatus("inbox status") {
+        /// Waiting for a worker (possibly until `next_attempt_at`).
+        Pending = "pending",
+        /// Claimed by a worker, leased until `lease_until`.
+        Processing = "processing",
+        /// Processed.
+        Done = "done",
+        /// A well-formed event of a type the bridge does not handle.
+        Skipped = "skipped",
+        /// Gave up after `max_attempts`.
+        Failed = "failed",
     }
 }
 

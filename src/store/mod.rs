@@ -102,7 +102,12 @@ impl StoreError {
     /// rather than refusing what was asked of it: the same write can succeed once it is
     /// back, so it is worth retrying without limit.
     pub fn database_failed(&self) -> bool {
-        !self.refuses_row() && !matches!(self, Self::Corrupt(_))
+        let unreadable = matches!(
+            self,
+            Self::Corrupt(_)
+                | Self::Database(sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_))
+        );
+        !self.refuses_row() && !unreadable
     }
 
     /// Whether the database refused a write because of one row's content (a value it

@@ -4,44 +4,21 @@ use async_trait::async_trait;
 
 use super::{NewContextEvent, NewDecision, StoreError};
 
-/// A turn's state. `queued → running → succeeded | failed | cancelled`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum TurnState {
-    /// Waiting behind the session's earlier turns.
-    Queued,
-    /// Handed to the agent (or its answer is being delivered).
-    Running,
-    /// Answered and the answer posted.
-    Succeeded,
-    /// Ended without an answer posted; `error` says why.
-    Failed,
-    /// Stopped by the user (or recalled before it ran).
-    Cancelled,
-}
-
-impl TurnState {
-    /// Column spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::Succeeded => "succeeded",
-            Self::Failed => "failed",
-            Self::Cancelled => "cancelled",
-        }
-    }
-
-    /// Parses the column spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "queued" => Self::Queued,
-            "running" => Self::Running,
-            "succeeded" => Self::Succeeded,
-            "failed" => Self::Failed,
-            "cancelled" => Self::Cancelled,
-            _ => return None,
-        })
+crate::spelled! {
+    /// A turn's state. `queued → running → succeeded | failed | cancelled`.
+    #[derive(utoipa::ToSchema)]
+    #[schema(rename_all = "lowercase")]
+    pub enum TurnState("turn state") {
+        /// Waiting behind the session's earlier turns.
+        Queued = "queued",
+        /// Handed to the agent (or its answer is being delivered).
+        Running = "running",
+        /// Answered and the answer posted.
+        Succeeded = "succeeded",
+        /// Ended without an answer posted; `error` says why.
+        Failed = "failed",
+        /// Stopped by the user (or recalled before it ran).
+        Cancelled = "cancelled",
     }
 }
 
@@ -87,8 +64,9 @@ pub struct TurnRow {
     pub request_text: String,
     /// The job, as JSON.
     pub job_json: String,
-    /// `queued`, `running`, …
-    pub state: String,
+    /// Where it stands.
+    #[sqlx(try_from = "String")]
+    pub state: TurnState,
     /// The context decision it made.
     pub decision_id: Option<i64>,
     /// The agent's answer, stored before it is posted.
@@ -107,14 +85,6 @@ pub struct TurnRow {
     pub answered_at: Option<i64>,
     /// Unix ms.
     pub finished_at: Option<i64>,
-}
-
-impl TurnRow {
-    /// The parsed state.
-    pub fn state(&self) -> Result<TurnState, StoreError> {
-        TurnState::parse(&self.state)
-            .ok_or_else(|| StoreError::Corrupt(format!("turn state {:?}", self.state)))
-    }
 }
 
 /// Everything a delivered answer writes, in one transaction.

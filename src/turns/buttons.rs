@@ -139,7 +139,7 @@ pub async fn answer(
                 .cancel_running(&turn.session_key, Some(&turn.turn_id))
             {
                 toast("success", "Stopping this answer.")
-            } else if turn.state().is_ok_and(|s| s == TurnState::Queued) {
+            } else if turn.state == TurnState::Queued {
                 // Not started yet: it never will.
                 let store = cx.turns.clone();
                 tokio::spawn(async move {

@@ -44,7 +44,7 @@ impl Recovery {
     pub async fn run(&self, queues: &SessionQueues) -> Result<Recovered, StoreError> {
         let mut found = Recovered::default();
         for row in self.runner.store().unfinished_turns().await? {
-            let state = row.state()?;
+            let state = row.state;
             let job = serde_json::from_str::<TurnJob>(&row.job_json).ok();
             let (key, label) = (row.session_key.clone(), row.turn_id.clone());
             let this = self.clone();

@@ -175,7 +175,7 @@ impl TurnRunner {
             // A start whose answer was lost may have gone through: such a turn cannot be
             // resumed here (its context was gathered by the attempt that failed).
             if let Ok(Some(row)) = self.store.turn(&job.turn_id).await
-                && row.state().is_ok_and(|s| s == TurnState::Running)
+                && row.state == TurnState::Running
             {
                 break self.fail(&job, &TurnError::Store(e)).await;
             }
@@ -255,7 +255,7 @@ impl TurnRunner {
         // Cancelled or recalled while it waited: nothing to do (a cheap read before the
         // gathering; starting it below is what settles it).
         let queued = self.store.turn(&job.turn_id).await?;
-        if !queued.is_some_and(|t| t.state().is_ok_and(|s| s == TurnState::Queued)) {
+        if !queued.is_some_and(|t| t.state == TurnState::Queued) {
             return Ok(Err("skipped"));
         }
         let thread_on = !job.is_dm

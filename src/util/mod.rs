@@ -1,4 +1,7 @@
-//! Small helpers shared across modules.
+//! Small helpers shared across modules: the clock, session ids, and enums spelled as
+//! fixed strings ([`spelled`]).
+
+pub mod spelled;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
