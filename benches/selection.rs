@@ -166,7 +166,7 @@ fn event(thread: usize, k: usize, seq: i64, rng: &mut Rng) -> NewContextEvent {
     let (who, label) = PEOPLE[rng.below(PEOPLE.len())];
     let human = |event_type: &str, message_id: String, item: bool| NewContextEvent {
         chat_id: CHAT_ID.into(),
-        chat_type: "group".into(),
+        chat_type: feishu_bridge::protocol::events::ChatType::Group,
         root_msg_id: root.clone(),
         thread_id: Some(format!("omt_{thread:016x}")),
         event_type: event_type.into(),
@@ -199,7 +199,7 @@ fn event(thread: usize, k: usize, seq: i64, rng: &mut Rng) -> NewContextEvent {
     } else if roll < 90 {
         NewContextEvent {
             chat_id: CHAT_ID.into(),
-            chat_type: "group".into(),
+            chat_type: feishu_bridge::protocol::events::ChatType::Group,
             root_msg_id: root.clone(),
             thread_id: Some(format!("omt_{thread:016x}")),
             message_id: message_id.clone(),

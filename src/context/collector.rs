@@ -7,6 +7,7 @@
 use serde_json::json;
 
 use crate::{
+    protocol::events::ChatType,
     routing::{Place, Record, Route},
     store::{NewContextEvent, NewItem},
 };
@@ -20,8 +21,8 @@ pub struct MessageFacts<'a> {
     pub app_id: &'a str,
     /// Where the message sits.
     pub place: &'a Place,
-    /// `p2p` / `group`.
-    pub chat_type: &'a str,
+    /// Private or group.
+    pub chat_type: ChatType,
     /// `omt_…`
     pub thread_id: Option<&'a str>,
     /// The message.
@@ -67,7 +68,7 @@ pub fn records(route: &Route, m: &MessageFacts<'_>) -> Vec<NewContextEvent> {
             let targeted = matches!(r, Record::UserRequest | Record::Command);
             NewContextEvent {
                 chat_id: m.place.chat_id.clone(),
-                chat_type: m.chat_type.into(),
+                chat_type: m.chat_type,
                 root_msg_id: m.place.root_msg_id.clone(),
                 thread_id: m.thread_id.map(str::to_string),
                 message_id: m.message_id.into(),

@@ -46,7 +46,7 @@ impl From<SessionRow> for SessionBody {
             session_key: r.session_key,
             profile: r.profile,
             chat_id: r.chat_id,
-            chat_type: r.chat_type,
+            chat_type: r.chat_type.to_string(),
             user_id: r.user_id,
             root_msg_id: r.root_msg_id,
             session_id: r.session_id,

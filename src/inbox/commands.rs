@@ -8,6 +8,7 @@
 
 use crate::{
     feishu_api::outbound::{Outbound, OutboundError, Reply},
+    protocol::events::ChatType,
     routing::{Command, HELP},
     store::{SessionRow, SessionStore, StoreError},
     turns::queue::SessionQueues,
@@ -108,7 +109,7 @@ pub async fn execute(
             profile: s.profile.clone(),
             chat_id: s.chat_id.clone(),
             reply_to: Some(call.message_id.to_string()),
-            in_thread: s.chat_type != "p2p",
+            in_thread: s.chat_type != ChatType::P2p,
             kind: "command_reply",
             text,
             turn_id: None,

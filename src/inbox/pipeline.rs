@@ -17,7 +17,7 @@ use crate::{
     inbox::commands::{self, CommandCall, CommandError},
     protocol::{
         content,
-        events::{self, MessageReceive, TypedEvent},
+        events::{self, ChatType, MessageReceive, TypedEvent},
     },
     routing::{self, Inbound, Place, Sender, Verdict},
     store::{
@@ -158,9 +158,10 @@ impl Pipeline {
             bot.as_deref(),
         );
         let now = now_ms();
+        let chat_type = ChatType::of(&msg.chat_type);
         let place = Place::of(
             &msg.chat_id,
-            &msg.chat_type,
+            chat_type,
             &msg.message_id,
             msg.root_id.as_deref(),
             msg.thread_id.as_deref(),
@@ -195,7 +196,7 @@ impl Pipeline {
             profile: profile_name,
             app_id: &profile.app_id,
             place: &place,
-            chat_type: &msg.chat_type,
+            chat_type,
             thread_id: msg.thread_id.as_deref(),
             message_id: &msg.message_id,
             actor_type: &ev.sender.sender_type,
@@ -221,7 +222,7 @@ impl Pipeline {
                 app_id: profile.app_id.clone(),
                 session_key: key.clone(),
                 chat_id: msg.chat_id.clone(),
-                chat_type: msg.chat_type.clone(),
+                chat_type,
                 is_dm: place.is_dm,
                 root_msg_id: place.root_msg_id.clone(),
                 thread_id: msg.thread_id.clone(),
@@ -251,7 +252,7 @@ impl Pipeline {
                 session_key: key.clone(),
                 session_id: new_session_id(),
                 chat_id: msg.chat_id.clone(),
-                chat_type: msg.chat_type.clone(),
+                chat_type,
                 user_id: Some(actor_id.clone()),
                 root_msg_id: (!place.is_dm).then(|| place.root_msg_id.clone()),
                 history_scope: history_scope.clone(),

@@ -7,7 +7,10 @@
 //! So quoting a message never forks a thread scope by accident; the quoted message
 //! reaches the agent through the quoted-reply path instead.
 
-use crate::config::{GroupScope, Profile};
+use crate::{
+    config::{GroupScope, Profile},
+    protocol::events::ChatType,
+};
 
 /// Where a message sits in its chat.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +29,7 @@ impl Place {
     /// Works out the place from the message's ids.
     pub fn of(
         chat_id: &str,
-        chat_type: &str,
+        chat_type: ChatType,
         message_id: &str,
         root_id: Option<&str>,
         thread_id: Option<&str>,
@@ -40,7 +43,7 @@ impl Place {
         };
         Self {
             chat_id: chat_id.to_string(),
-            is_dm: chat_type == "p2p",
+            is_dm: chat_type == ChatType::P2p,
             root_msg_id: root.to_string(),
             in_thread: root != message_id,
         }
@@ -105,7 +108,7 @@ mod tests {
 
     #[test]
     fn quote_reply_outside_a_thread_stays_in_the_chat_scope() {
-        let p = Place::of("oc_1", "group", "om_3", Some("om_1"), None);
+        let p = Place::of("oc_1", ChatType::Group, "om_3", Some("om_1"), None);
         assert_eq!(p.root_msg_id, "om_3");
         assert!(p.is_root());
         assert_eq!(
@@ -116,7 +119,7 @@ mod tests {
 
     #[test]
     fn thread_replies_get_the_thread_scope_when_isolated() {
-        let p = Place::of("oc_1", "group", "om_3", Some("om_1"), Some("omt_1"));
+        let p = Place::of("oc_1", ChatType::Group, "om_3", Some("om_1"), Some("omt_1"));
         assert_eq!((p.root_msg_id.as_str(), p.in_thread), ("om_1", true));
         assert_eq!(
             p.history_scope(&profile(true, GroupScope::SharedChat)),
@@ -130,7 +133,7 @@ mod tests {
 
     #[test]
     fn session_keys_follow_scope_settings() {
-        let t = Place::of("oc_1", "group", "om_3", Some("om_1"), Some("omt_1"));
+        let t = Place::of("oc_1", ChatType::Group, "om_3", Some("om_1"), Some("omt_1"));
         assert_eq!(
             t.session_key(&profile(true, GroupScope::SharedChat), "ou_a"),
             "thread:oc_1:om_1"
@@ -147,7 +150,7 @@ mod tests {
             t.session_key(&profile(false, GroupScope::Thread), "ou_a"),
             "thread:oc_1:om_1"
         );
-        let dm = Place::of("oc_dm", "p2p", "om_9", None, None);
+        let dm = Place::of("oc_dm", ChatType::P2p, "om_9", None, None);
         assert_eq!(
             dm.session_key(&profile(true, GroupScope::SharedChat), "ou_a"),
             "dm:ou_a"

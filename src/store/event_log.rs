@@ -4,15 +4,15 @@
 use async_trait::async_trait;
 
 use super::{NewSession, NewTurn, SessionRow, StoreError};
-use crate::context::selector::Candidate;
+use crate::{context::selector::Candidate, protocol::events::ChatType};
 
 /// An event-log record to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewContextEvent {
     /// `oc_…`
     pub chat_id: String,
-    /// `p2p` or `group`.
-    pub chat_type: String,
+    /// Private or group.
+    pub chat_type: ChatType,
     /// The thread's root message id.
     pub root_msg_id: String,
     /// `omt_…`, for thread messages.

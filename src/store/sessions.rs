@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 
 use super::StoreError;
+use crate::protocol::events::ChatType;
 
 /// A session mapping to create (or touch, when it exists).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,8 +17,8 @@ pub struct NewSession {
     pub session_id: String,
     /// Chat.
     pub chat_id: String,
-    /// `p2p` or `group`.
-    pub chat_type: String,
+    /// Private or group.
+    pub chat_type: ChatType,
     /// The user, for `dm:` and `group-user:` keys (and whoever opened the others).
     pub user_id: Option<String>,
     /// The thread root, for `thread:` keys.
@@ -39,8 +40,9 @@ pub struct SessionRow {
     pub session_id: String,
     /// Chat.
     pub chat_id: String,
-    /// `p2p` or `group`.
-    pub chat_type: String,
+    /// Private or group.
+    #[sqlx(try_from = "String")]
+    pub chat_type: ChatType,
     /// User.
     pub user_id: Option<String>,
     /// Thread root.

@@ -202,7 +202,7 @@ impl Deliverer {
             .unwrap_or_else(|| job.app_id.clone());
         NewContextEvent {
             chat_id: job.chat_id.clone(),
-            chat_type: job.chat_type.clone(),
+            chat_type: job.chat_type,
             root_msg_id: job.root_msg_id.clone(),
             thread_id: job.thread_id.clone(),
             message_id: reply_id.to_string(),

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     config::WorkspaceMode,
     feishu_api::outbound::{OutboundError, Reply},
+    protocol::events::ChatType,
     store::{NewTurn, StoreError},
 };
 
@@ -24,7 +25,7 @@ pub struct TurnJob {
     /// Chat.
     pub chat_id: String,
     /// `p2p` / `group`.
-    pub chat_type: String,
+    pub chat_type: ChatType,
     /// Private chat.
     pub is_dm: bool,
     /// Thread root.

@@ -342,7 +342,7 @@ impl TurnRunner {
             session_key: s.session.session_key.clone(),
             session_id: s.session.session_id.clone(),
             chat_id: job.chat_id.clone(),
-            chat_type: job.chat_type.clone(),
+            chat_type: job.chat_type.to_string(),
             root_msg_id: job.root_msg_id.clone(),
             message_id: job.message_id.clone(),
             request_text: job.request_text.clone(),

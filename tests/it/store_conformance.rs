@@ -315,7 +315,7 @@ both_backends!(
 fn context_event(message_id: &str, event_type: &str, created_at: i64) -> store::NewContextEvent {
     store::NewContextEvent {
         chat_id: "oc_1".into(),
-        chat_type: "group".into(),
+        chat_type: feishu_bridge::protocol::events::ChatType::Group,
         root_msg_id: "om_root".into(),
         thread_id: None,
         message_id: message_id.into(),

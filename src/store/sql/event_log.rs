@@ -168,7 +168,7 @@ macro_rules! impl_event_log {
                                 .bind(&s.session_key)
                                 .bind(&s.session_id)
                                 .bind(&s.chat_id)
-                                .bind(&s.chat_type)
+                                .bind(s.chat_type.as_str())
                                 .bind(&s.user_id)
                                 .bind(&s.root_msg_id)
                                 .bind(&s.history_scope)

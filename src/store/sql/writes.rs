@@ -23,7 +23,7 @@ macro_rules! insert_events {
         for e in $events {
             let id: Option<i64> = sqlx::query_scalar($crate::store::sql::writes::INSERT_EVENT)
                 .bind(&e.chat_id)
-                .bind(&e.chat_type)
+                .bind(e.chat_type.as_str())
                 .bind(&e.root_msg_id)
                 .bind(&e.thread_id)
                 .bind(&e.message_id)
