@@ -287,6 +287,7 @@ fn render_path<'a>(path: impl IntoIterator<Item = &'a Segment>) -> String {
     for segment in path {
         let name = match segment {
             Segment::Seq { index } => {
+                // Writing to a String cannot fail.
                 let _ = write!(out, "[{index}]");
                 continue;
             }
