@@ -84,12 +84,95 @@ pub struct PastTurn {
 /// each time. Non-streaming backends leave it alone.
 pub type Partial = tokio::sync::watch::Sender<String>;
 
-/// Why an agent produced no answer.
+/// Why an agent produced no answer. The texts (recorded on the turn and shown to its
+/// user) name what went wrong but never a credential, the turn's text or the answer's:
+/// transport errors are kept without their URL, and a server's own error message is
+/// quoted only redacted and cut short.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    /// The backend failed.
-    #[error("agent failed: {0}")]
-    Failed(String),
+    /// The turn could not be encoded as the request body.
+    #[error("agent failed: the turn could not be encoded: {0}")]
+    Encode(#[source] serde_json::Error),
+    /// The request did not reach the agent (kept without its URL).
+    #[error("agent failed: agent unreachable: {}", crate::util::with_causes(.0))]
+    Unreachable(#[source] reqwest::Error),
+    /// The answer broke off while it was read (kept without its URL).
+    #[error("agent failed: the answer broke off: {}", crate::util::with_causes(.0))]
+    BrokeOff(#[source] reqwest::Error),
+    /// The agent answered with an HTTP status that is not an answer.
+    #[error("agent failed: agent answered HTTP {status}{}", detail_suffix(.detail))]
+    Status {
+        /// The status.
+        status: reqwest::StatusCode,
+        /// What the server said about it: redacted, on one line and cut short.
+        detail: Option<String>,
+    },
+    /// The answer is not JSON (the parser's reason names a position, never a value).
+    #[error("agent failed: agent answered without JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// An event of a streamed answer is not JSON.
+    #[error("agent failed: agent streamed malformed JSON: {0}")]
+    MalformedEvent(#[source] serde_json::Error),
+    /// A streamed answer sent a line longer than the limit (in bytes).
+    #[error("agent failed: agent streamed a line longer than {0} bytes")]
+    LineTooLong(usize),
+    /// The answer is an error object (its message redacted and cut short).
+    #[error("agent failed: agent answered an error: {0}")]
+    AnsweredError(String),
+    /// An event of a streamed answer is an error object (its message redacted and cut
+    /// short).
+    #[error("agent failed: agent streamed an error: {0}")]
+    StreamedError(String),
+    /// The answer lacks the part the answer is read from (what is missing is named).
+    #[error("agent failed: agent answered without {0}")]
+    MissingAnswer(&'static str),
+    /// The answer's message is empty.
+    #[error("agent failed: agent answered an empty message")]
+    EmptyAnswer,
+    /// A streamed answer ended at `[DONE]` without any text.
+    #[error("agent failed: agent streamed an empty answer")]
+    EmptyStream,
+    /// A streamed answer ended before `[DONE]` and without any text.
+    #[error("agent failed: the answer stream ended without [DONE] and without any text")]
+    UnfinishedStream,
+    /// The agent accepted the turn for a callback, which can no longer come.
+    #[error("agent failed: the agent's callback never came")]
+    CallbackLost(#[source] tokio::sync::oneshot::error::RecvError),
+    /// No answer within the turn's timeout.
+    #[error("agent failed: no answer within {}", seconds(.0))]
+    Timeout(std::time::Duration),
+    /// The profile's backend cannot run in this version (its kind is named).
+    #[error("agent failed: the {0} backend is not available in this version")]
+    Unavailable(&'static str),
+}
+
+impl AgentError {
+    /// A transport failure before an answer, kept without the URL.
+    pub(crate) fn unreachable(e: reqwest::Error) -> Self {
+        Self::Unreachable(e.without_url())
+    }
+
+    /// A transport failure while the answer was read, kept without the URL.
+    pub(crate) fn broke_off(e: reqwest::Error) -> Self {
+        Self::BrokeOff(e.without_url())
+    }
+}
+
+/// `: <detail>` when there is a detail.
+fn detail_suffix(detail: &Option<String>) -> String {
+    match detail {
+        Some(d) if !d.is_empty() => format!(": {d}"),
+        _ => String::new(),
+    }
+}
+
+/// `600 s`, or `300 ms` for a timeout under a second or not a whole number of them.
+fn seconds(d: &std::time::Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
 }
 
 /// An agent backend.
@@ -152,9 +235,85 @@ struct Unavailable(&'static str);
 #[async_trait]
 impl Agent for Unavailable {
     async fn run(&self, _turn: &AgentTurn, _partial: &Partial) -> Result<String, AgentError> {
-        Err(AgentError::Failed(format!(
-            "the {} backend is not available in this version",
-            self.0
-        )))
+        Err(AgentError::Unavailable(self.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn timeouts_are_told_in_the_unit_they_were_set_in() {
+        assert_eq!(
+            AgentError::Timeout(Duration::from_secs(600)).to_string(),
+            "agent failed: no answer within 600 s"
+        );
+        assert_eq!(
+            AgentError::Timeout(Duration::from_millis(300)).to_string(),
+            "agent failed: no answer within 300 ms"
+        );
+        assert_eq!(
+            AgentError::Timeout(Duration::from_millis(1500)).to_string(),
+            "agent failed: no answer within 1500 ms"
+        );
+    }
+
+    #[test]
+    fn a_status_is_told_with_its_detail_only_when_there_is_one() {
+        let status = reqwest::StatusCode::SERVICE_UNAVAILABLE;
+        let with = |detail: Option<&str>| AgentError::Status {
+            status,
+            detail: detail.map(str::to_string),
+        };
+        assert_eq!(
+            with(None).to_string(),
+            "agent failed: agent answered HTTP 503 Service Unavailable"
+        );
+        assert_eq!(
+            with(Some("")).to_string(),
+            "agent failed: agent answered HTTP 503 Service Unavailable"
+        );
+        assert_eq!(
+            with(Some("overloaded")).to_string(),
+            "agent failed: agent answered HTTP 503 Service Unavailable: overloaded"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unavailable_backend_names_its_kind() {
+        let (partial, _rx) = tokio::sync::watch::channel(String::new());
+        let turn = AgentTurn {
+            turn_id: "t1".into(),
+            profile: "planner".into(),
+            session_key: "p2p:ou_1".into(),
+            session_id: "s1".into(),
+            chat_id: "oc_1".into(),
+            chat_type: "p2p".into(),
+            root_msg_id: "om_1".into(),
+            message_id: "om_1".into(),
+            sender: TurnSender {
+                open_id: "ou_1".into(),
+                name: None,
+            },
+            request_text: "hi".into(),
+            prompt: "hi".into(),
+            context_items: Vec::new(),
+            topic_root: false,
+            quoted: false,
+            history: 0,
+            earlier: Vec::new(),
+        };
+        let err = Unavailable("openai")
+            .run(&turn, &partial)
+            .await
+            .expect_err("unavailable");
+        assert!(matches!(err, AgentError::Unavailable("openai")), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "agent failed: the openai backend is not available in this version"
+        );
     }
 }

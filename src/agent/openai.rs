@@ -82,23 +82,6 @@ fn messages(turn: &AgentTurn) -> Vec<Message<'_>> {
     out
 }
 
-fn failed(message: impl Into<String>) -> AgentError {
-    AgentError::Failed(message.into())
-}
-
-/// A transport error without its URL, with its causes (which name no URL either).
-fn transport(context: &str, e: reqwest::Error) -> AgentError {
-    let e = e.without_url();
-    let mut text = format!("{context}: {e}");
-    let mut source = std::error::Error::source(&e);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    failed(text)
-}
-
 impl OpenAiAgent {
     fn endpoint(&self) -> String {
         format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
@@ -131,18 +114,14 @@ impl OpenAiAgent {
             // `bearer_auth` marks the header sensitive, so it is never logged either.
             request = request.bearer_auth(key);
         }
-        let mut resp = request
-            .send()
-            .await
-            .map_err(|e| transport("agent unreachable", e))?;
+        let mut resp = request.send().await.map_err(AgentError::unreachable)?;
         let status = resp.status();
         if !status.is_success() {
             let body = read_capped(&mut resp, ERROR_BODY_BYTES).await;
             let detail = self.quote(&error_detail(&body));
-            return Err(if detail.is_empty() {
-                failed(format!("agent answered HTTP {status}"))
-            } else {
-                failed(format!("agent answered HTTP {status}: {detail}"))
+            return Err(AgentError::Status {
+                status,
+                detail: (!detail.is_empty()).then_some(detail),
             });
         }
         // A server that ignores `"stream": true` answers plain JSON: take it as such.
@@ -154,10 +133,8 @@ impl OpenAiAgent {
         if self.stream && is_sse {
             self.read_stream(resp, partial).await
         } else {
-            let v: Value = resp
-                .json()
-                .await
-                .map_err(|_| failed("agent answered without JSON"))?;
+            let bytes = resp.bytes().await.map_err(AgentError::broke_off)?;
+            let v: Value = serde_json::from_slice(&bytes).map_err(AgentError::NotJson)?;
             self.answer_of(&v)
         }
     }
@@ -165,17 +142,14 @@ impl OpenAiAgent {
     /// `choices[0].message.content` of a non-streamed answer.
     fn answer_of(&self, v: &Value) -> Result<String, AgentError> {
         if let Some(message) = error_message(v) {
-            return Err(failed(format!(
-                "agent answered an error: {}",
-                self.quote(&message)
-            )));
+            return Err(AgentError::AnsweredError(self.quote(&message)));
         }
         let Some(choice) = v["choices"].as_array().and_then(|c| c.first()) else {
-            return Err(failed("agent answered without any choices"));
+            return Err(AgentError::MissingAnswer("any choices"));
         };
         match choice["message"]["content"].as_str() {
             Some(text) if !text.trim().is_empty() => Ok(text.to_string()),
-            _ => Err(failed("agent answered an empty message")),
+            _ => Err(AgentError::EmptyAnswer),
         }
     }
 
@@ -188,12 +162,8 @@ impl OpenAiAgent {
         let mut parser = SseParser::default();
         let mut text = String::new();
         let mut done = false;
-        'read: while let Some(bytes) = resp
-            .chunk()
-            .await
-            .map_err(|e| transport("the answer stream broke off", e))?
-        {
-            let events = parser.push(&bytes).map_err(failed)?;
+        'read: while let Some(bytes) = resp.chunk().await.map_err(AgentError::broke_off)? {
+            let events = parser.push(&bytes)?;
             for data in events {
                 if self.on_event(&data, &mut text, partial)? {
                     done = true;
@@ -213,10 +183,8 @@ impl OpenAiAgent {
                 );
                 Ok(text)
             }
-            (true, true) => Err(failed("agent streamed an empty answer")),
-            (false, true) => Err(failed(
-                "the answer stream ended without [DONE] and without any text",
-            )),
+            (true, true) => Err(AgentError::EmptyStream),
+            (false, true) => Err(AgentError::UnfinishedStream),
         }
     }
 
@@ -234,13 +202,9 @@ impl OpenAiAgent {
         if data.is_empty() {
             return Ok(false);
         }
-        let v: Value = serde_json::from_str(data)
-            .map_err(|e| failed(format!("agent streamed malformed JSON: {e}")))?;
+        let v: Value = serde_json::from_str(data).map_err(AgentError::MalformedEvent)?;
         if let Some(message) = error_message(&v) {
-            return Err(failed(format!(
-                "agent streamed an error: {}",
-                self.quote(&message)
-            )));
+            return Err(AgentError::StreamedError(self.quote(&message)));
         }
         // Role-only, final and usage chunks carry no content.
         if let Some(piece) = v["choices"][0]["delta"]["content"].as_str()
@@ -258,24 +222,12 @@ impl Agent for OpenAiAgent {
     async fn run(&self, turn: &AgentTurn, partial: &Partial) -> Result<String, AgentError> {
         match tokio::time::timeout(self.timeout, self.complete(turn, partial)).await {
             Ok(result) => result,
-            Err(_) => Err(failed(format!(
-                "no answer within {}",
-                seconds(self.timeout)
-            ))),
+            Err(_) => Err(AgentError::Timeout(self.timeout)),
         }
     }
 
     fn streams(&self) -> bool {
         self.stream
-    }
-}
-
-/// `600 s`, or `300 ms` for a timeout under a second or not a whole number of them.
-fn seconds(d: Duration) -> String {
-    if d.subsec_nanos() == 0 {
-        format!("{} s", d.as_secs())
-    } else {
-        format!("{} ms", d.as_millis())
     }
 }
 
@@ -344,7 +296,7 @@ pub(crate) struct SseParser {
 
 impl SseParser {
     /// Feeds bytes; returns the data of the events they complete, in order.
-    pub(crate) fn push(&mut self, bytes: &[u8]) -> Result<Vec<String>, String> {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> Result<Vec<String>, AgentError> {
         self.buf.extend_from_slice(bytes);
         let mut events = Vec::new();
         let mut start = 0;
@@ -375,9 +327,7 @@ impl SseParser {
         self.buf.drain(..start);
         self.scanned = at - start;
         if self.buf.len() > MAX_SSE_LINE_BYTES {
-            return Err(format!(
-                "agent streamed a line longer than {MAX_SSE_LINE_BYTES} bytes"
-            ));
+            return Err(AgentError::LineTooLong(MAX_SSE_LINE_BYTES));
         }
         Ok(events)
     }
@@ -530,14 +480,22 @@ mod tests {
     fn sse_endless_line_is_refused() {
         let mut parser = SseParser::default();
         let block = vec![b'a'; 1024 * 1024];
-        let mut refused = false;
+        let mut refused = None;
         for _ in 0..5 {
-            if parser.push(&block).is_err() {
-                refused = true;
+            if let Err(e) = parser.push(&block) {
+                refused = Some(e);
                 break;
             }
         }
-        assert!(refused);
+        let err = refused.expect("refused");
+        assert!(
+            matches!(err, AgentError::LineTooLong(MAX_SSE_LINE_BYTES)),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "agent failed: agent streamed a line longer than 4194304 bytes"
+        );
     }
 
     fn turn(prompt: &str, earlier: Vec<PastTurn>) -> AgentTurn {
@@ -654,11 +612,20 @@ mod tests {
         let err = a
             .on_event("{not json", &mut text, &tx)
             .expect_err("malformed");
+        assert!(matches!(err, AgentError::MalformedEvent(_)), "{err:?}");
+        assert!(
+            std::error::Error::source(&err).is_some_and(|s| s.is::<serde_json::Error>()),
+            "the parser's error is the cause"
+        );
         assert!(err.to_string().contains("malformed JSON"), "{err}");
         let err = a
             .on_event(r#"{"error":{"message":"overloaded"}}"#, &mut text, &tx)
             .expect_err("error event");
-        assert!(err.to_string().contains("overloaded"), "{err}");
+        assert!(matches!(err, AgentError::StreamedError(_)), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "agent failed: agent streamed an error: overloaded"
+        );
     }
 
     #[test]
@@ -667,8 +634,18 @@ mod tests {
         let ok = serde_json::json!({"choices":[{"message":{"role":"assistant","content":"hi"}}]});
         assert_eq!(a.answer_of(&ok).expect("answer"), "hi");
         let none = serde_json::json!({"choices":[]});
-        assert!(a.answer_of(&none).is_err());
+        assert!(matches!(
+            a.answer_of(&none),
+            Err(AgentError::MissingAnswer("any choices"))
+        ));
         let empty = serde_json::json!({"choices":[{"message":{"content":null}}]});
-        assert!(a.answer_of(&empty).is_err());
+        assert!(matches!(a.answer_of(&empty), Err(AgentError::EmptyAnswer)));
+        let refused = serde_json::json!({"error":{"message":"quota  exceeded"}});
+        let err = a.answer_of(&refused).expect_err("an error object");
+        assert!(matches!(err, AgentError::AnsweredError(_)), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "agent failed: agent answered an error: quota exceeded"
+        );
     }
 }

@@ -128,7 +128,7 @@ pub struct WebhookAgent {
 #[async_trait]
 impl Agent for WebhookAgent {
     async fn run(&self, turn: &AgentTurn, _partial: &Partial) -> Result<String, AgentError> {
-        let body = serde_json::to_vec(turn).map_err(|e| AgentError::Failed(e.to_string()))?;
+        let body = serde_json::to_vec(turn).map_err(AgentError::Encode)?;
         let ts = now_secs().to_string();
         let signature = sign(self.secret.expose_secret(), &turn.turn_id, &ts, &body);
         // Registered before the request: an agent may call back before answering 202.
@@ -144,39 +144,190 @@ impl Agent for WebhookAgent {
                 .body(body)
                 .send()
                 .await
-                .map_err(|e| {
-                    AgentError::Failed(format!("agent unreachable: {}", e.without_url()))
-                })?;
-            match resp.status().as_u16() {
-                200 => {
-                    let v: serde_json::Value = resp.json().await.map_err(|_| {
-                        AgentError::Failed("agent answered 200 without JSON".into())
-                    })?;
-                    v["output"].as_str().map(str::to_string).ok_or_else(|| {
-                        AgentError::Failed("agent answered 200 without an output".into())
-                    })
+                .map_err(AgentError::unreachable)?;
+            match resp.status() {
+                reqwest::StatusCode::OK => {
+                    let bytes = resp.bytes().await.map_err(AgentError::broke_off)?;
+                    let v: serde_json::Value =
+                        serde_json::from_slice(&bytes).map_err(AgentError::NotJson)?;
+                    v["output"]
+                        .as_str()
+                        .map(str::to_string)
+                        .ok_or(AgentError::MissingAnswer("an output"))
                 }
-                202 => answer
-                    .await
-                    .map_err(|_| AgentError::Failed("the agent's callback never came".into())),
-                other => Err(AgentError::Failed(format!("agent answered HTTP {other}"))),
+                reqwest::StatusCode::ACCEPTED => answer.await.map_err(AgentError::CallbackLost),
+                status => Err(AgentError::Status {
+                    status,
+                    detail: None,
+                }),
             }
         })
         .await;
         self.pending.forget(&turn.turn_id);
         match result {
             Ok(r) => r,
-            Err(_) => Err(AgentError::Failed(format!(
-                "no answer within {} s",
-                self.timeout.as_secs()
-            ))),
+            Err(_) => Err(AgentError::Timeout(self.timeout)),
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::{error::Error as _, sync::Arc};
+
     use super::*;
+    use crate::agent::TurnSender;
+
+    const SECRET: &str = "whsec_c2VjcmV0LW5ldmVyLXNob3du";
+    const REQUEST: &str = "REQUEST-TEXT-7d41";
+
+    fn turn() -> AgentTurn {
+        AgentTurn {
+            turn_id: "turn-1".into(),
+            profile: "planner".into(),
+            session_key: "p2p:ou_1".into(),
+            session_id: "s1".into(),
+            chat_id: "oc_1".into(),
+            chat_type: "p2p".into(),
+            root_msg_id: "om_1".into(),
+            message_id: "om_1".into(),
+            sender: TurnSender {
+                open_id: "ou_1".into(),
+                name: None,
+            },
+            request_text: REQUEST.into(),
+            prompt: REQUEST.into(),
+            context_items: Vec::new(),
+            topic_root: false,
+            quoted: false,
+            history: 0,
+            earlier: Vec::new(),
+        }
+    }
+
+    fn agent(url: String) -> WebhookAgent {
+        WebhookAgent {
+            http: reqwest::Client::new(),
+            url,
+            secret: SecretString::from(SECRET),
+            timeout: Duration::from_secs(10),
+            pending: Arc::new(PendingCallbacks::default()),
+        }
+    }
+
+    /// An agent on 127.0.0.1:0 answering every turn with `status` and `body`; its URL.
+    async fn answering(status: u16, body: &'static str) -> String {
+        let status = axum::http::StatusCode::from_u16(status).expect("a status");
+        let app = axum::Router::new().fallback(move || async move { (status, body) });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/turn", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    async fn run(url: String) -> AgentError {
+        let (partial, _rx) = tokio::sync::watch::channel(String::new());
+        agent(url)
+            .run(&turn(), &partial)
+            .await
+            .expect_err("no answer")
+    }
+
+    /// Neither the secret, the signature's key nor the turn's text shows in `err`.
+    fn quotes_nothing(err: &AgentError) {
+        for shown in [err.to_string(), format!("{err:?}")] {
+            assert!(!shown.contains(REQUEST), "{shown}");
+            assert!(!shown.contains(SECRET), "{shown}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_agent_is_a_transport_failure_with_its_cause() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        drop(listener);
+        let err = run(format!("http://{addr}/turn")).await;
+        let AgentError::Unreachable(cause) = &err else {
+            panic!("not a transport failure: {err:?}");
+        };
+        assert!(cause.is_connect() && cause.url().is_none(), "{cause:?}");
+        assert!(err.source().is_some_and(|s| s.is::<reqwest::Error>()));
+        let text = err.to_string();
+        assert!(
+            text.starts_with("agent failed: agent unreachable: error sending request"),
+            "{text}"
+        );
+        assert!(!text.contains(&addr.to_string()), "{text}");
+        // `Debug` may show the socket address the connection went to, never the URL.
+        assert!(!format!("{err:?}").contains("http://"), "{err:?}");
+        quotes_nothing(&err);
+    }
+
+    #[tokio::test]
+    async fn a_refusing_status_is_named_with_its_code() {
+        let err = run(answering(500, "stack trace with a secret").await).await;
+        assert!(
+            matches!(&err, AgentError::Status { status, detail: None } if status.as_u16() == 500),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "agent failed: agent answered HTTP 500 Internal Server Error"
+        );
+        assert!(err.source().is_none());
+        quotes_nothing(&err);
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_is_not_json_keeps_the_parsers_reason() {
+        let err = run(answering(200, "<html>busy</html>").await).await;
+        assert!(matches!(err, AgentError::NotJson(_)), "{err:?}");
+        assert!(err.source().is_some_and(|s| s.is::<serde_json::Error>()));
+        assert_eq!(
+            err.to_string(),
+            "agent failed: agent answered without JSON: expected value at line 1 column 1"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_without_an_output_says_so() {
+        let err = run(answering(200, r#"{"result":"REQUEST-TEXT-7d41"}"#).await).await;
+        assert!(
+            matches!(err, AgentError::MissingAnswer("an output")),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "agent failed: agent answered without an output"
+        );
+        quotes_nothing(&err);
+    }
+
+    #[tokio::test]
+    async fn a_callback_that_can_no_longer_come_keeps_its_cause() {
+        let url = answering(202, "{}").await;
+        let agent = agent(url);
+        let (partial, _rx) = tokio::sync::watch::channel(String::new());
+        let t = turn();
+        // A second registration under the same id drops the first turn's sender.
+        let run = agent.run(&t, &partial);
+        let replace = async {
+            while agent.pending.lock().is_empty() {
+                tokio::task::yield_now().await;
+            }
+            drop(agent.pending.register(&t.turn_id));
+        };
+        let (err, ()) = tokio::join!(run, replace);
+        let err = err.expect_err("no answer");
+        assert!(matches!(err, AgentError::CallbackLost(_)), "{err:?}");
+        assert!(err.source().is_some());
+        assert_eq!(
+            err.to_string(),
+            "agent failed: the agent's callback never came"
+        );
+    }
 
     #[test]
     fn signatures_verify_and_reject() {

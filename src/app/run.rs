@@ -9,7 +9,9 @@ use crate::config::Config;
 /// Resolves on SIGTERM or Ctrl-C.
 pub async fn shutdown_signal() {
     let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for Ctrl-C; stopping");
+        }
     };
     #[cfg(unix)]
     let term = async {

@@ -169,6 +169,7 @@ impl DatabaseConfig {
 pub fn redact_url(raw: &str) -> String {
     match url::Url::parse(raw) {
         Ok(mut u) if u.password().is_some() => {
+            // Cannot fail: a URL that has a password has a host, so it takes a new one.
             let _ = u.set_password(Some("***"));
             u.to_string()
         }

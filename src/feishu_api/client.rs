@@ -6,14 +6,31 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use tokio::{sync::Mutex, time::Instant};
 
-use crate::config::Profile;
+use crate::{
+    config::Profile,
+    redact::decode::{Failure, from_json_bytes},
+};
 
-/// An Open API failure. Never carries the app secret or a token.
+/// Getting a tenant access token, as errors name it.
+const TOKEN_ENDPOINT: &str = "POST /open-apis/auth/v3/tenant_access_token/internal";
+/// Reading the bot's own identity, as errors name it.
+const BOT_INFO_ENDPOINT: &str = "GET /open-apis/bot/v3/info";
+/// Reading a message, as errors name it.
+const GET_MESSAGE_ENDPOINT: &str = "GET /open-apis/im/v1/messages/{message_id}";
+
+/// An Open API failure. Never carries the app secret, a token, a URL or message text:
+/// an endpoint is named by its method and path template.
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// The request did not complete.
-    #[error("request to the Open API failed: {0}")]
-    Transport(String),
+pub enum OpenApiError {
+    /// The request did not complete, or its answer broke off (kept without its URL).
+    #[error("request to the Open API failed ({endpoint}): {}", crate::util::with_causes(.source))]
+    Transport {
+        /// The endpoint, e.g. `GET /open-apis/bot/v3/info`.
+        endpoint: &'static str,
+        /// What failed.
+        #[source]
+        source: reqwest::Error,
+    },
     /// The API answered with a non-zero code.
     #[error("Open API error {code}: {msg}")]
     Api {
@@ -22,15 +39,37 @@ pub enum ApiError {
         /// Feishu's message.
         msg: String,
     },
-    /// The answer did not have the documented shape.
-    #[error("unexpected Open API answer: {0}")]
-    Shape(String),
+    /// The answer did not decode into the documented shape.
+    #[error("unexpected Open API answer ({endpoint}): {source}")]
+    Shape {
+        /// The endpoint.
+        endpoint: &'static str,
+        /// Why it did not decode: kind and path, never a value.
+        #[source]
+        source: Failure,
+    },
+    /// The answer decoded but lacks a part it must have.
+    #[error("unexpected Open API answer ({endpoint}): no {missing}")]
+    Missing {
+        /// The endpoint.
+        endpoint: &'static str,
+        /// What is missing, e.g. `bot.open_id`.
+        missing: &'static str,
+    },
     /// The profile has no app secret.
     #[error("profile has no app_secret")]
     NoSecret,
 }
 
-impl ApiError {
+impl OpenApiError {
+    /// A transport failure at `endpoint`, kept without the URL.
+    pub(super) fn transport(endpoint: &'static str, e: reqwest::Error) -> Self {
+        Self::Transport {
+            endpoint,
+            source: e.without_url(),
+        }
+    }
+
     /// `Err` for a non-zero `code` of an Open API answer.
     pub(super) fn check(code: i64, msg: &str) -> Result<(), Self> {
         if code == 0 {
@@ -106,12 +145,12 @@ impl FeishuClient {
 
     /// The tenant access token, from the cache while it has more than a tenth of its
     /// life (at most ten minutes) left.
-    pub async fn tenant_token(&self) -> Result<SecretString, ApiError> {
+    pub async fn tenant_token(&self) -> Result<SecretString, OpenApiError> {
         let mut cached = self.token.lock().await;
         if let Some(t) = cached.as_ref().filter(|t| Instant::now() < t.refresh_at) {
             return Ok(t.value.clone());
         }
-        let secret = self.app_secret.as_ref().ok_or(ApiError::NoSecret)?;
+        let secret = self.app_secret.as_ref().ok_or(OpenApiError::NoSecret)?;
         let body = serde_json::json!({"app_id": self.app_id, "app_secret": secret.expose_secret()});
         let answer: TokenAnswer = self
             .http
@@ -120,12 +159,13 @@ impl FeishuClient {
                 self.base
             ))
             .json(&body)
-            .send_json()
+            .send_json(TOKEN_ENDPOINT)
             .await?;
-        ApiError::check(answer.code, &answer.msg)?;
-        let value = answer
-            .tenant_access_token
-            .ok_or_else(|| ApiError::Shape("no tenant_access_token".into()))?;
+        OpenApiError::check(answer.code, &answer.msg)?;
+        let value = answer.tenant_access_token.ok_or(OpenApiError::Missing {
+            endpoint: TOKEN_ENDPOINT,
+            missing: "tenant_access_token",
+        })?;
         let life = answer.expire.unwrap_or(7200);
         let margin = (life / 10).min(600);
         let token = SecretString::from(value);
@@ -147,20 +187,23 @@ impl FeishuClient {
     }
 
     /// The bot's own open_id (`GET /open-apis/bot/v3/info`).
-    pub async fn bot_open_id(&self) -> Result<String, ApiError> {
+    pub async fn bot_open_id(&self) -> Result<String, OpenApiError> {
         let token = self.tenant_token().await?;
         let answer: BotAnswer = self
             .http
             .get(format!("{}/open-apis/bot/v3/info", self.base))
             .bearer_auth(token.expose_secret())
-            .send_json()
+            .send_json(BOT_INFO_ENDPOINT)
             .await?;
-        ApiError::check(answer.code, &answer.msg)?;
+        OpenApiError::check(answer.code, &answer.msg)?;
         answer
             .bot
             .and_then(|b| b.open_id)
             .filter(|id| !id.is_empty())
-            .ok_or_else(|| ApiError::Shape("no bot.open_id".into()))
+            .ok_or(OpenApiError::Missing {
+                endpoint: BOT_INFO_ENDPOINT,
+                missing: "bot.open_id",
+            })
     }
 }
 
@@ -224,7 +267,7 @@ impl FeishuClient {
         &self,
         message_id: &str,
         bot_open_id: Option<&str>,
-    ) -> Result<Option<FetchedMessage>, ApiError> {
+    ) -> Result<Option<FetchedMessage>, OpenApiError> {
         let token = self.tenant_token().await?;
         let answer: GetAnswer = self
             .http
@@ -237,12 +280,12 @@ impl FeishuClient {
                 ("card_msg_content_type", "user_card_content"),
             ])
             .bearer_auth(token.expose_secret())
-            .send_json()
+            .send_json(GET_MESSAGE_ENDPOINT)
             .await?;
         if GONE.contains(&answer.code) {
             return Ok(None);
         }
-        ApiError::check(answer.code, &answer.msg)?;
+        OpenApiError::check(answer.code, &answer.msg)?;
         let Some(item) = answer.data.and_then(|d| d.items.into_iter().next()) else {
             return Ok(None);
         };
@@ -272,19 +315,160 @@ impl FeishuClient {
     }
 }
 
-/// Sends a request and decodes its JSON answer, mapping failures without the URL (which
-/// could carry ids) into [`ApiError`].
+/// Sends a request and decodes its JSON answer, mapping failures into [`OpenApiError`]
+/// named by `endpoint`, without the URL (which could carry ids).
 trait SendJson {
-    async fn send_json<T: serde::de::DeserializeOwned>(self) -> Result<T, ApiError>;
+    async fn send_json<T: serde::de::DeserializeOwned>(
+        self,
+        endpoint: &'static str,
+    ) -> Result<T, OpenApiError>;
 }
 
 impl SendJson for reqwest::RequestBuilder {
-    async fn send_json<T: serde::de::DeserializeOwned>(self) -> Result<T, ApiError> {
-        self.send()
+    async fn send_json<T: serde::de::DeserializeOwned>(
+        self,
+        endpoint: &'static str,
+    ) -> Result<T, OpenApiError> {
+        let bytes = self
+            .send()
             .await
-            .map_err(|e| ApiError::Transport(e.without_url().to_string()))?
-            .json()
+            .map_err(|e| OpenApiError::transport(endpoint, e))?
+            .bytes()
             .await
-            .map_err(|e| ApiError::Shape(e.without_url().to_string()))
+            .map_err(|e| OpenApiError::transport(endpoint, e))?;
+        decode(endpoint, &bytes)
+    }
+}
+
+/// An Open API answer decoded into `T`; a failure names `endpoint` and, by kind and
+/// path, what did not fit.
+pub(super) fn decode<T: serde::de::DeserializeOwned>(
+    endpoint: &'static str,
+    bytes: &[u8],
+) -> Result<T, OpenApiError> {
+    from_json_bytes(bytes).map_err(|source| OpenApiError::Shape { endpoint, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use axum::{Json, Router, routing::post};
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    const SECRET: &str = "app-secret-never-shown-5c1e";
+    const MARKER: &str = "MARKER-of-an-answer-9d2b";
+
+    fn client(base: String) -> FeishuClient {
+        FeishuClient {
+            http: reqwest::Client::new(),
+            base,
+            app_id: "cli_test".into(),
+            app_secret: Some(SecretString::from(SECRET)),
+            token: Mutex::new(None),
+        }
+    }
+
+    /// An Open API on 127.0.0.1:0 whose token endpoint answers `token` and whose bot
+    /// info endpoint answers `bot`; returns its base URL.
+    async fn open_api(token: Value, bot: Value) -> String {
+        let app = Router::new()
+            .route(
+                "/open-apis/auth/v3/tenant_access_token/internal",
+                post(move || async move { Json(token) }),
+            )
+            .route(
+                "/open-apis/bot/v3/info",
+                axum::routing::get(move || async move { Json(bot) }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        base
+    }
+
+    fn token_ok() -> Value {
+        json!({"code": 0, "msg": "ok", "tenant_access_token": "t-1", "expire": 7200})
+    }
+
+    #[tokio::test]
+    async fn a_transport_failure_keeps_its_cause_and_names_the_endpoint_not_the_url() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        drop(listener);
+        let err = client(format!("http://{addr}"))
+            .tenant_token()
+            .await
+            .expect_err("nobody listens");
+        let OpenApiError::Transport { endpoint, source } = &err else {
+            panic!("not a transport failure: {err:?}");
+        };
+        assert_eq!(*endpoint, TOKEN_ENDPOINT);
+        assert!(source.is_connect(), "{source:?}");
+        assert!(source.url().is_none(), "kept without its URL");
+        let cause = err.source().expect("the cause is kept");
+        assert!(cause.downcast_ref::<reqwest::Error>().is_some());
+        let text = err.to_string();
+        assert!(
+            text.starts_with(
+                "request to the Open API failed (POST /open-apis/auth/v3/tenant_access_token/internal): "
+            ),
+            "{text}"
+        );
+        assert!(!text.contains(&addr.to_string()), "{text}");
+        // `Debug` may show the socket address the connection went to, never the URL.
+        let debug = format!("{err:?}");
+        assert!(!debug.contains("http://"), "{debug}");
+        for shown in [text, debug] {
+            assert!(!shown.contains(SECRET), "{shown}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_misshapen_answer_keeps_its_decode_failure_without_the_value() {
+        let base = open_api(token_ok(), json!({"code": MARKER, "msg": MARKER})).await;
+        let err = client(base).bot_open_id().await.expect_err("misshapen");
+        let OpenApiError::Shape { endpoint, source } = &err else {
+            panic!("not a shape failure: {err:?}");
+        };
+        assert_eq!(*endpoint, BOT_INFO_ENDPOINT);
+        assert_eq!(
+            source.to_string(),
+            "wrong type at code: expected i64, found a string"
+        );
+        assert!(err.source().is_some_and(|s| s.is::<Failure>()));
+        assert_eq!(
+            err.to_string(),
+            "unexpected Open API answer (GET /open-apis/bot/v3/info): \
+             wrong type at code: expected i64, found a string"
+        );
+        assert!(!format!("{err:?}").contains(MARKER), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn a_missing_part_is_named_with_its_endpoint() {
+        let base = open_api(json!({"code": 0, "msg": "ok"}), json!({})).await;
+        let err = client(base).tenant_token().await.expect_err("no token");
+        assert!(
+            matches!(
+                err,
+                OpenApiError::Missing {
+                    endpoint: TOKEN_ENDPOINT,
+                    missing: "tenant_access_token"
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.source().is_none());
+        let base = open_api(token_ok(), json!({"code": 0, "msg": "ok", "bot": {}})).await;
+        let err = client(base).bot_open_id().await.expect_err("no open_id");
+        assert_eq!(
+            err.to_string(),
+            "unexpected Open API answer (GET /open-apis/bot/v3/info): no bot.open_id"
+        );
     }
 }

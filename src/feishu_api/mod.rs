@@ -8,4 +8,4 @@ pub mod identity;
 pub mod outbound;
 pub mod reply;
 
-pub use client::{ApiError, FeishuClient, FetchedMessage};
+pub use client::{FeishuClient, FetchedMessage, OpenApiError};

@@ -76,7 +76,7 @@ pub enum OutboundError {
     Store(#[from] StoreError),
     /// The Open API refused it.
     #[error(transparent)]
-    Api(crate::feishu_api::ApiError),
+    Api(crate::feishu_api::OpenApiError),
 }
 
 impl OutboundError {

@@ -8,7 +8,7 @@ use secrecy::ExposeSecret;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{ApiError, FeishuClient};
+use super::{FeishuClient, OpenApiError, client::decode};
 
 /// Largest text sent in one message. Feishu allows 150 KB of text; staying far below it
 /// keeps messages readable and clear of the request-size limit.
@@ -22,6 +22,11 @@ const RATE_LIMITED: [i64; 4] = [99991400, 11232, 11233, 230020];
 
 /// Codes after which retrying cannot help.
 const TERMINAL: [i64; 5] = [230011, 230002, 230001, 230025, 230071];
+
+/// Replying to a message, as errors name it.
+const REPLY_ENDPOINT: &str = "POST /open-apis/im/v1/messages/{message_id}/reply";
+/// Sending to a chat, as errors name it.
+const SEND_ENDPOINT: &str = "POST /open-apis/im/v1/messages";
 
 #[derive(Deserialize)]
 struct SendAnswer {
@@ -49,7 +54,7 @@ impl FeishuClient {
         text: &str,
         uuid: &str,
         in_thread: bool,
-    ) -> Result<String, ApiError> {
+    ) -> Result<String, OpenApiError> {
         let content = json!({"text": text}).to_string();
         self.reply(message_id, "text", content, uuid, in_thread)
             .await
@@ -61,7 +66,7 @@ impl FeishuClient {
         chat_id: &str,
         text: &str,
         uuid: &str,
-    ) -> Result<String, ApiError> {
+    ) -> Result<String, OpenApiError> {
         let content = json!({"text": text}).to_string();
         self.send(chat_id, "text", content, uuid).await
     }
@@ -75,7 +80,7 @@ impl FeishuClient {
         content: String,
         uuid: &str,
         in_thread: bool,
-    ) -> Result<String, ApiError> {
+    ) -> Result<String, OpenApiError> {
         let body = json!({
             "msg_type": msg_type,
             "content": content,
@@ -83,7 +88,7 @@ impl FeishuClient {
             "uuid": uuid,
         });
         let url = format!("{}/open-apis/im/v1/messages/{message_id}/reply", self.base);
-        self.send_with_retries(reqwest::Method::POST, &url, &body)
+        self.send_with_retries(reqwest::Method::POST, REPLY_ENDPOINT, &url, &body)
             .await
     }
 
@@ -94,7 +99,7 @@ impl FeishuClient {
         msg_type: &str,
         content: String,
         uuid: &str,
-    ) -> Result<String, ApiError> {
+    ) -> Result<String, OpenApiError> {
         let body = json!({
             "receive_id": chat_id,
             "msg_type": msg_type,
@@ -105,19 +110,21 @@ impl FeishuClient {
             "{}/open-apis/im/v1/messages?receive_id_type=chat_id",
             self.base
         );
-        self.send_with_retries(reqwest::Method::POST, &url, &body)
+        self.send_with_retries(reqwest::Method::POST, SEND_ENDPOINT, &url, &body)
             .await
     }
 
     /// Sends `body` with the tenant token, retrying rate limits (honouring
     /// `x-ogw-ratelimit-reset`) and refreshing the token once on 99991663. Returns the
-    /// message id of the answer's `data`, when it has one.
+    /// message id of the answer's `data`, when it has one. Failures name `endpoint`
+    /// (method and path template), never `url`.
     pub(super) async fn send_with_retries(
         &self,
         method: reqwest::Method,
+        endpoint: &'static str,
         url: &str,
         body: &serde_json::Value,
-    ) -> Result<String, ApiError> {
+    ) -> Result<String, OpenApiError> {
         let mut refreshed = false;
         let mut attempt = 0;
         loop {
@@ -129,17 +136,18 @@ impl FeishuClient {
                 .json(body)
                 .send()
                 .await
-                .map_err(|e| ApiError::Transport(e.without_url().to_string()))?;
+                .map_err(|e| OpenApiError::transport(endpoint, e))?;
             let status = resp.status();
             let reset = resp
                 .headers()
                 .get("x-ogw-ratelimit-reset")
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok());
-            let answer: SendAnswer = resp
-                .json()
+            let bytes = resp
+                .bytes()
                 .await
-                .map_err(|e| ApiError::Shape(e.without_url().to_string()))?;
+                .map_err(|e| OpenApiError::transport(endpoint, e))?;
+            let answer: SendAnswer = decode(endpoint, &bytes)?;
             if answer.code == 0 {
                 return Ok(answer.data.map(|d| d.message_id).unwrap_or_default());
             }
@@ -165,7 +173,7 @@ impl FeishuClient {
                 tokio::time::sleep(wait).await;
                 continue;
             }
-            return Err(ApiError::Api {
+            return Err(OpenApiError::Api {
                 code: answer.code,
                 msg: answer.msg,
             });

@@ -149,6 +149,7 @@ impl Writer {
             .into_iter()
             .partition(|j| !j.reply.is_closed() && j.deadline > now);
         for job in late {
+            // Its waiter may be gone (that is why it is late); then nobody needs this.
             let _ = job.reply.send(Err(CommitError::Late));
         }
         if live.is_empty() {
@@ -182,6 +183,7 @@ impl Writer {
             matches!(a, Ok(InsertOutcome::Inserted)) && e.status == InboxStatus::Pending
         });
         for (reply, answer) in replies.into_iter().zip(answers) {
+            // A waiter that gave up has answered 503; what was committed still is processed.
             let _ = reply.send(answer);
         }
         if wake {

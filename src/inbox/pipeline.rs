@@ -39,7 +39,7 @@ pub enum ProcessError {
     Store(#[from] StoreError),
     /// A reply could not be sent.
     #[error("reply not sent: {0}")]
-    Reply(#[source] crate::feishu_api::ApiError),
+    Reply(#[source] crate::feishu_api::OpenApiError),
 }
 
 impl From<CommandError> for ProcessError {

@@ -252,6 +252,7 @@ impl Worker {
             .events_processed
             .with_label_values(&[&event.profile, &event.event_type, outcome])
             .inc();
+        // Nobody listening is fine: the broadcast is for observers only.
         let _ = self.processed.send(Processed {
             id: event.id,
             profile: event.profile,

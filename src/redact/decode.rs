@@ -111,6 +111,21 @@ pub fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, Failure> {
     Ok(value)
 }
 
+/// Decodes JSON bytes into `T`, as [`from_json`] does text (bytes that are not UTF-8
+/// fail as malformed JSON, as serde_json has it).
+pub fn from_json_bytes<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Failure> {
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| of_json(&e))?;
+    de.end().map_err(|e| Failure {
+        kind: syntax(&e),
+        path: render_path([]),
+    })?;
+    Ok(value)
+}
+
 /// A serde_json failure, by kind and path.
 pub fn of_json(e: &serde_path_to_error::Error<serde_json::Error>) -> Failure {
     let inner = e.inner();
@@ -272,6 +287,7 @@ fn render_path<'a>(path: impl IntoIterator<Item = &'a Segment>) -> String {
     for segment in path {
         let name = match segment {
             Segment::Seq { index } => {
+                // Writing to a String cannot fail.
                 let _ = write!(out, "[{index}]");
                 continue;
             }
@@ -395,6 +411,24 @@ mod tests {
         let syntax = format!(r#"{{"message":{{"chat_id":"{MARKER}"#);
         assert!(fail(&syntax).starts_with("malformed JSON at line 1 column"));
         assert!(fail(r#"{"message":{"chat_id":"c"}} trailing"#).starts_with("malformed JSON"));
+    }
+
+    #[test]
+    fn bytes_fail_as_text_does() {
+        let m = format!(r#"{{"message":{{"chat_id":"c","mentions":"{MARKER}"}}}}"#);
+        let from_bytes = from_json_bytes::<Doc>(m.as_bytes()).expect_err("must fail");
+        assert_eq!(
+            from_bytes,
+            from_json::<Doc>(&m).expect_err("must fail"),
+            "the same failure from bytes and from text"
+        );
+        assert!(!from_bytes.to_string().contains(MARKER), "{from_bytes}");
+        let good = from_json_bytes::<Doc>(br#"{"message":{"chat_id":"c"}}"#).expect("decodes");
+        assert_eq!(good.message.chat_id, "c");
+        let text = from_json_bytes::<Doc>(b"{\"message\":{\"chat_id\":\"\xff\"}}")
+            .expect_err("not UTF-8")
+            .to_string();
+        assert!(text.starts_with("malformed JSON"), "{text}");
     }
 
     #[test]

@@ -137,6 +137,7 @@ async fn make_room(slots: &Arc<Semaphore>, shared: &Shared) -> OwnedSemaphorePer
 /// second: a connection's close does not wait on its client).
 async fn gone(mut victim: watch::Receiver<Phase>) {
     let closed = async { while victim.changed().await.is_ok() {} };
+    // Elapsed is the promised bound: after a second the caller goes on regardless.
     let _ = tokio::time::timeout(Duration::from_secs(1), closed).await;
 }
 

@@ -143,14 +143,18 @@ pub async fn answer(
                 // Not started yet: it never will.
                 let store = cx.turns.clone();
                 tokio::spawn(async move {
-                    let _ = store
+                    // `false` only means the turn ended meanwhile: nothing to record.
+                    if let Err(e) = store
                         .end_turn(
                             &turn.turn_id,
                             TurnState::Cancelled,
                             "stopped by the user",
                             now_ms(),
                         )
-                        .await;
+                        .await
+                    {
+                        tracing::warn!(turn_id = %turn.turn_id, error = %e, "a queued turn stopped from a card was not recorded as cancelled; it may still run");
+                    }
                 });
                 toast("success", "Cancelled before it started.")
             } else {

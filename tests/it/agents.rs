@@ -220,3 +220,76 @@ both_backends!(
     a_webhook_agent_that_never_answers_fails_the_turn_and_tells_the_user,
     timeouts
 );
+
+/// A URL on 127.0.0.1 where nobody listens.
+fn nobody_listens() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    format!("http://{addr}/turn")
+}
+
+async fn unreachable(db: TestDb) {
+    let url = nobody_listens();
+    let mut app = TestApp::spawn(config(&agent_config(&db, &url, 30))).await;
+    assert_eq!(
+        app.ask(&Msg::group("om_q", "anyone there?").at_bot()).await,
+        "agent_failed"
+    );
+    let turn = app.turn_of("om_q").await;
+    assert_eq!(turn.state, "failed");
+    let error = turn.error.unwrap_or_default();
+    assert!(
+        error.starts_with("agent failed: agent unreachable: error sending request"),
+        "the turn names what failed: {error}"
+    );
+    let address = url.trim_start_matches("http://").trim_end_matches("/turn");
+    assert!(!error.contains(address), "the URL is left out: {error}");
+    assert!(
+        !error.contains(SECRET) && !error.contains("anyone there"),
+        "{error}"
+    );
+    assert_eq!(
+        app.last_reply("planner").await,
+        format!("The agent did not answer: {error}")
+    );
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    an_unreachable_webhook_agent_fails_the_turn_as_a_transport_failure,
+    unreachable
+);
+
+async fn refused(db: TestDb) {
+    let agent = Router::new().route(
+        "/turn",
+        post(|| async {
+            (
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "maintenance until noon",
+            )
+        }),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/turn", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, agent).await });
+    let mut app = TestApp::spawn(config(&agent_config(&db, &url, 30))).await;
+    assert_eq!(
+        app.ask(&Msg::group("om_q", "hello?").at_bot()).await,
+        "agent_failed"
+    );
+    let turn = app.turn_of("om_q").await;
+    assert_eq!(
+        (turn.state.as_str(), turn.error.as_deref()),
+        (
+            "failed",
+            Some("agent failed: agent answered HTTP 503 Service Unavailable")
+        ),
+        "the status is named, the body is not quoted"
+    );
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    a_webhook_agent_refusing_with_a_status_fails_the_turn_naming_it,
+    refused
+);

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use feishu_bridge::agent::{Agent, AgentTurn, OpenAiAgent, PastTurn, TurnSender};
+use std::error::Error as _;
+
+use feishu_bridge::agent::{Agent, AgentError, AgentTurn, OpenAiAgent, PastTurn, TurnSender};
 use secrecy::SecretString;
 use serde_json::json;
 use tokio::sync::watch;
@@ -205,6 +207,10 @@ async fn an_error_status_is_named_and_the_key_never_shows() {
     for stream in [false, true] {
         let agent = agent(&fake, Some(KEY), stream);
         let err = agent.run(&turn("p", &[]), &tx).await.expect_err("401");
+        assert!(
+            matches!(&err, AgentError::Status { status, detail: Some(_) } if status.as_u16() == 401),
+            "{err:?}"
+        );
         let text = err.to_string();
         assert!(text.contains("401"), "{text}");
         assert!(text.contains("Incorrect API key provided"), "{text}");
@@ -219,6 +225,10 @@ async fn an_error_status_is_named_and_the_key_never_shows() {
         .run(&turn("p", &[]), &tx)
         .await
         .expect_err("503");
+    assert!(
+        matches!(&err, AgentError::Status { status, .. } if status.as_u16() == 503),
+        "{err:?}"
+    );
     let text = err.to_string();
     assert!(text.contains("503"), "{text}");
     assert!(text.contains("upstream down"), "{text}");
@@ -233,11 +243,13 @@ async fn an_empty_stream_is_an_error() {
         .run(&turn("p", &[]), &tx)
         .await
         .expect_err("nothing to say");
+    assert!(matches!(err, AgentError::EmptyStream), "{err:?}");
     assert!(err.to_string().contains("empty"), "{err}");
     let err = agent(&fake, None, false)
         .run(&turn("p", &[]), &tx)
         .await
         .expect_err("nothing to say");
+    assert!(matches!(err, AgentError::EmptyAnswer), "{err:?}");
     assert!(err.to_string().contains("empty"), "{err}");
 }
 
@@ -259,10 +271,26 @@ async fn an_unreachable_server_is_reported_without_its_url() {
         .run(&turn("p", &[]), &tx)
         .await
         .expect_err("nobody listens");
+    assert!(matches!(err, AgentError::Unreachable(_)), "{err:?}");
+    let cause = err
+        .source()
+        .expect("the transport error is kept as the cause");
+    let cause = cause
+        .downcast_ref::<reqwest::Error>()
+        .expect("a reqwest error");
+    assert!(cause.is_connect() && cause.url().is_none(), "{cause:?}");
     let text = err.to_string();
-    assert!(text.contains("unreachable"), "{text}");
+    assert!(
+        text.starts_with("agent failed: agent unreachable: "),
+        "{text}"
+    );
     assert!(!text.contains(&addr.to_string()), "{text}");
-    assert!(!text.contains(KEY), "{text}");
+    // `Debug` may show the socket address the connection went to, never the URL.
+    let debug = format!("{err:?}");
+    assert!(!debug.contains("http://"), "{debug}");
+    for shown in [text, debug] {
+        assert!(!shown.contains(KEY), "{shown}");
+    }
 }
 
 #[tokio::test]
@@ -302,7 +330,11 @@ async fn a_turn_past_its_timeout_fails_and_lets_go() {
         .run(&turn("p", &[]), &tx)
         .await
         .expect_err("held past the timeout");
-    assert!(err.to_string().contains("no answer within"), "{err}");
+    assert!(
+        matches!(err, AgentError::Timeout(d) if d == Duration::from_millis(300)),
+        "{err:?}"
+    );
+    assert_eq!(err.to_string(), "agent failed: no answer within 300 ms");
     tokio::time::timeout(GUARD, fake.client_gone())
         .await
         .expect("the request was abandoned");
