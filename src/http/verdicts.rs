@@ -86,8 +86,8 @@ pub async fn message(
             .into_iter()
             .map(|r| VerdictBody {
                 profile: r.profile,
-                verdict: r.verdict,
-                reason: r.reason,
+                verdict: r.verdict.to_string(),
+                reason: r.reason.to_string(),
                 session_key: r.session_key,
                 decision_id: r.decision_id,
                 at: r.created_at,

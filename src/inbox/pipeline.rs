@@ -19,7 +19,7 @@ use crate::{
         content,
         events::{self, ChatType, MessageReceive, TypedEvent},
     },
-    routing::{self, Inbound, Place, Sender, Verdict},
+    routing::{self, Inbound, Place, Reason, Sender, Verdict},
     store::{
         EventLog, InboxEvent, NewSession, NewVerdict, RouteWrite, SessionStore, Store, StoreError,
     },
@@ -105,8 +105,8 @@ impl Pipeline {
                     profile: event.profile.clone(),
                     message_id: message_id.clone(),
                     chat_id: String::new(),
-                    verdict: Verdict::Ignored.as_str().into(),
-                    reason: "recalled".into(),
+                    verdict: Verdict::Ignored,
+                    reason: Reason::Recalled,
                     session_key: None,
                     created_at: now_ms(),
                 })
@@ -241,8 +241,8 @@ impl Pipeline {
                 profile: profile_name.into(),
                 message_id: msg.message_id.clone(),
                 chat_id: msg.chat_id.clone(),
-                verdict: route.verdict.as_str().into(),
-                reason: route.reason.into(),
+                verdict: route.verdict,
+                reason: route.reason,
                 session_key: route.session_key.clone(),
                 created_at: now,
             },
@@ -269,7 +269,7 @@ impl Pipeline {
             }
         }
         let routed = self.log.apply_route(&write).await?;
-        tracing::info!(profile = profile_name, message_id = %msg.message_id, verdict = route.verdict.as_str(), reason = route.reason, session_key = ?route.session_key, fresh = routed.fresh, "message routed");
+        tracing::info!(profile = profile_name, message_id = %msg.message_id, verdict = %route.verdict, reason = %route.reason, session_key = ?route.session_key, fresh = routed.fresh, "message routed");
 
         let Some(session) = routed.session else {
             return Ok(());

@@ -8,8 +8,10 @@ mod command;
 mod permission;
 mod policy;
 mod session_key;
+mod verdict;
 
 pub use command::{Command, HELP};
 pub use permission::{Sender, may_act_on_session, may_invoke};
-pub use policy::{Inbound, Record, Route, Verdict, route};
+pub use policy::{Inbound, Record, Route, route};
 pub use session_key::Place;
+pub use verdict::{Reason, Verdict};

@@ -1,7 +1,7 @@
 //! Who may do what: invoke a profile's agent, and act on a session (its card buttons).
 //! Observing a message never grants either.
 
-use super::session_key::Place;
+use super::{session_key::Place, verdict::Reason};
 use crate::config::Profile;
 
 /// The sender, as the event names it.
@@ -33,16 +33,12 @@ impl Sender<'_> {
 
 /// Whether `sender` may invoke the profile's agent: one of `allow_users` (when set) and,
 /// in an `owner_only` workspace (`owner` given), its owner. `Err` names the reason.
-pub fn may_invoke(
-    p: &Profile,
-    owner: Option<&str>,
-    sender: &Sender<'_>,
-) -> Result<(), &'static str> {
+pub fn may_invoke(p: &Profile, owner: Option<&str>, sender: &Sender<'_>) -> Result<(), Reason> {
     if !p.allow_users.is_empty() && !sender.is_one_of(&p.allow_users) {
-        return Err("user_not_allowed");
+        return Err(Reason::UserNotAllowed);
     }
     if owner.is_some_and(|o| !sender.is_one_of(&[o.to_string()])) {
-        return Err("not_owner");
+        return Err(Reason::NotOwner);
     }
     Ok(())
 }

@@ -19,33 +19,12 @@
 use super::{
     Command, Place,
     permission::{Sender, may_invoke},
+    verdict::{Reason, Verdict},
 };
 use crate::{
     config::{Profile, Workspace, WorkspaceMode},
     protocol::content::Normalized,
 };
-
-/// The three verdicts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Nothing happens.
-    Ignored,
-    /// Recorded as context; no turn.
-    Observed,
-    /// A turn (or a command) is due.
-    Invoked,
-}
-
-impl Verdict {
-    /// Stable spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Ignored => "ignored",
-            Self::Observed => "observed",
-            Self::Invoked => "invoked",
-        }
-    }
-}
 
 /// What to write into the event log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,8 +56,8 @@ impl Record {
 pub struct Route {
     /// The verdict.
     pub verdict: Verdict,
-    /// Why (a stable snake_case reason).
-    pub reason: &'static str,
+    /// Why.
+    pub reason: Reason,
     /// Event-log records to write.
     pub records: Vec<Record>,
     /// The session the turn or command belongs to (invocations only).
@@ -90,7 +69,7 @@ pub struct Route {
 }
 
 impl Route {
-    fn ignored(reason: &'static str) -> Self {
+    fn ignored(reason: Reason) -> Self {
         Self {
             verdict: Verdict::Ignored,
             reason,
@@ -134,31 +113,37 @@ pub fn route(m: &Inbound<'_>) -> Route {
 fn route_dm(m: &Inbound<'_>) -> Route {
     let p = m.profile;
     if !p.dm_enabled {
-        return Route::ignored("dm_disabled");
+        return Route::ignored(Reason::DmDisabled);
     }
     if is_own(m) {
-        return Route::ignored("own_message");
+        return Route::ignored(Reason::OwnMessage);
     }
     if !m.sender.is_user() {
-        return Route::ignored("bot_sender");
+        return Route::ignored(Reason::BotSender);
     }
     if let Err(reason) = may_invoke(p, None, &m.sender) {
         return Route::ignored(reason);
     }
     // Private chats never enter workspace thread context: only the request is recorded.
-    invoke(m, Command::parse(&m.content.text), Vec::new(), "dm", None)
+    invoke(
+        m,
+        Command::parse(&m.content.text),
+        Vec::new(),
+        Reason::Dm,
+        None,
+    )
 }
 
 fn route_group(m: &Inbound<'_>) -> Route {
     let p = m.profile;
     if !p.group_enabled {
-        return Route::ignored("group_disabled");
+        return Route::ignored(Reason::GroupDisabled);
     }
     if !p.allow_chats.is_empty() && !p.allow_chats.contains(&m.place.chat_id) {
-        return Route::ignored("chat_not_allowed");
+        return Route::ignored(Reason::ChatNotAllowed);
     }
     if m.bot_open_id.is_none() {
-        return Route::ignored("bot_identity_unknown");
+        return Route::ignored(Reason::BotIdentityUnknown);
     }
     let mode = m.workspace.map(|w| w.mode).unwrap_or_default();
     let command = if m.content.mentions_bot || !p.require_mention || p.group_reply_all {
@@ -192,10 +177,10 @@ fn route_group(m: &Inbound<'_>) -> Route {
         mode: Some(mode),
     };
     if is_own(m) {
-        return observe_only("own_message");
+        return observe_only(Reason::OwnMessage);
     }
     if !m.sender.is_user() {
-        return observe_only("bot_sender");
+        return observe_only(Reason::BotSender);
     }
     let explicit = m.content.mentions_bot;
     let intent = match mode {
@@ -203,7 +188,7 @@ fn route_group(m: &Inbound<'_>) -> Route {
         WorkspaceMode::Shared => explicit || p.group_reply_all || !p.require_mention,
     };
     if !intent {
-        return observe_only("no_mention");
+        return observe_only(Reason::NoMention);
     }
     let owner = (mode == WorkspaceMode::OwnerOnly).then(|| {
         m.workspace
@@ -215,7 +200,11 @@ fn route_group(m: &Inbound<'_>) -> Route {
     }
     // The request itself is not discussion: only a root keeps its topic_root record.
     observed.retain(|r| *r == Record::TopicRoot);
-    let reason = if explicit { "mention" } else { "reply_all" };
+    let reason = if explicit {
+        Reason::Mention
+    } else {
+        Reason::ReplyAll
+    };
     invoke(m, command, observed, reason, Some(mode))
 }
 
@@ -223,7 +212,7 @@ fn invoke(
     m: &Inbound<'_>,
     command: Option<Command>,
     mut records: Vec<Record>,
-    reason: &'static str,
+    reason: Reason,
     mode: Option<WorkspaceMode>,
 ) -> Route {
     // An empty @ is a task only when there is a topic root to work on.
@@ -234,11 +223,11 @@ fn invoke(
         return Route {
             records,
             mode,
-            ..Route::ignored("empty_request")
+            ..Route::ignored(Reason::EmptyRequest)
         };
     }
     let (record, reason) = match &command {
-        Some(_) => (Record::Command, "command"),
+        Some(_) => (Record::Command, Reason::Command),
         None => (Record::UserRequest, reason),
     };
     records.push(record);

@@ -4,7 +4,11 @@
 use async_trait::async_trait;
 
 use super::{NewSession, NewTurn, SessionRow, StoreError};
-use crate::{context::selector::Candidate, protocol::events::ChatType};
+use crate::{
+    context::selector::Candidate,
+    protocol::events::ChatType,
+    routing::{Reason, Verdict},
+};
 
 /// An event-log record to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,10 +77,10 @@ pub struct NewVerdict {
     pub message_id: String,
     /// Chat.
     pub chat_id: String,
-    /// `ignored`, `observed`, `invoked`.
-    pub verdict: String,
-    /// Stable reason.
-    pub reason: String,
+    /// Ignored, observed or invoked.
+    pub verdict: Verdict,
+    /// Why.
+    pub reason: Reason,
     /// Session, for invocations.
     pub session_key: Option<String>,
     /// Unix ms.
@@ -92,10 +96,12 @@ pub struct VerdictRow {
     pub message_id: String,
     /// Chat.
     pub chat_id: String,
-    /// `ignored`, `observed`, `invoked`.
-    pub verdict: String,
-    /// Stable reason.
-    pub reason: String,
+    /// Ignored, observed or invoked.
+    #[sqlx(try_from = "String")]
+    pub verdict: Verdict,
+    /// Why.
+    #[sqlx(try_from = "String")]
+    pub reason: Reason,
     /// Session, for invocations.
     pub session_key: Option<String>,
     /// The context decision made for the turn, once there is one.

@@ -81,8 +81,8 @@ where
         .bind(&v.profile)
         .bind(&v.message_id)
         .bind(&v.chat_id)
-        .bind(&v.verdict)
-        .bind(&v.reason)
+        .bind(v.verdict.to_string())
+        .bind(v.reason.to_string())
         .bind(&v.session_key)
         .bind(v.created_at)
 }
