@@ -47,6 +47,7 @@ use feishu_bridge::{
     config::{DatabaseConfig, WorkspaceMode},
     context::{
         collector::{metadata, token_estimate},
+        kinds::{EventType, ItemType, Role},
         prompt::{self, PromptParts},
         report::{ExcludedItem, SelectedItem},
         selector::{self, Diagnostics, Request, Selection},
@@ -164,12 +165,12 @@ fn event(thread: usize, k: usize, seq: i64, rng: &mut Rng) -> NewContextEvent {
     let roll = rng.below(100);
     let text = rng.text();
     let (who, label) = PEOPLE[rng.below(PEOPLE.len())];
-    let human = |event_type: &str, message_id: String, item: bool| NewContextEvent {
+    let human = |event_type: EventType, message_id: String, item: bool| NewContextEvent {
         chat_id: CHAT_ID.into(),
         chat_type: feishu_bridge::protocol::events::ChatType::Group,
         root_msg_id: root.clone(),
         thread_id: Some(format!("omt_{thread:016x}")),
-        event_type: event_type.into(),
+        event_type,
         actor_type: "user".into(),
         actor_id: who.into(),
         bridge_id: PLANNER_APP.into(),
@@ -180,22 +181,24 @@ fn event(thread: usize, k: usize, seq: i64, rng: &mut Rng) -> NewContextEvent {
         history_scope: scope.clone(),
         metadata_json: metadata("text", false, false, (k > 0).then_some(root.as_str())).to_string(),
         created_at,
-        item: item.then(|| NewItem {
-            item_type: event_type.into(),
-            role: "human".into(),
-            author_label: label.into(),
-            token_estimate: token_estimate(&text),
-            text: text.clone(),
-            truncated: false,
-        }),
+        item: ItemType::of(event_type)
+            .filter(|_| item)
+            .map(|item_type| NewItem {
+                item_type,
+                role: Role::Human,
+                author_label: label.into(),
+                token_estimate: token_estimate(&text),
+                text: text.clone(),
+                truncated: false,
+            }),
         text: text.clone(),
         message_id,
     };
     let message_id = format!("om_{thread:02x}{k:030x}");
     if k == 0 {
-        human("topic_root", root.clone(), true)
+        human(EventType::TopicRoot, root.clone(), true)
     } else if roll < 70 {
-        human("human_message", message_id, true)
+        human(EventType::HumanMessage, message_id, true)
     } else if roll < 90 {
         NewContextEvent {
             chat_id: CHAT_ID.into(),
@@ -203,7 +206,7 @@ fn event(thread: usize, k: usize, seq: i64, rng: &mut Rng) -> NewContextEvent {
             root_msg_id: root.clone(),
             thread_id: Some(format!("omt_{thread:016x}")),
             message_id: message_id.clone(),
-            event_type: "agent_output".into(),
+            event_type: EventType::AgentOutput,
             actor_type: "bot".into(),
             actor_id: CODER_OPEN_ID.into(),
             bridge_id: CODER_APP.into(),
@@ -216,8 +219,8 @@ fn event(thread: usize, k: usize, seq: i64, rng: &mut Rng) -> NewContextEvent {
                 .to_string(),
             created_at,
             item: Some(NewItem {
-                item_type: "agent_output".into(),
-                role: "bot".into(),
+                item_type: ItemType::AgentOutput,
+                role: Role::Bot,
                 author_label: format!("{CODER} (agent)"),
                 token_estimate: token_estimate(&text),
                 text: text.clone(),
@@ -226,7 +229,7 @@ fn event(thread: usize, k: usize, seq: i64, rng: &mut Rng) -> NewContextEvent {
             text,
         }
     } else {
-        human("user_request", message_id, false)
+        human(EventType::UserRequest, message_id, false)
     }
 }
 

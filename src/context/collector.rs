@@ -6,6 +6,7 @@
 
 use serde_json::json;
 
+use super::kinds::{EventType, ItemType, Role};
 use crate::{
     protocol::events::ChatType,
     routing::{Place, Record, Route},
@@ -45,6 +46,16 @@ pub struct MessageFacts<'a> {
     pub created_at: i64,
 }
 
+/// The event-log record routing asked for.
+fn event_type(r: Record) -> EventType {
+    match r {
+        Record::TopicRoot => EventType::TopicRoot,
+        Record::HumanMessage => EventType::HumanMessage,
+        Record::UserRequest => EventType::UserRequest,
+        Record::Command => EventType::Command,
+    }
+}
+
 /// The records of one routed message.
 pub fn records(route: &Route, m: &MessageFacts<'_>) -> Vec<NewContextEvent> {
     route
@@ -52,14 +63,14 @@ pub fn records(route: &Route, m: &MessageFacts<'_>) -> Vec<NewContextEvent> {
         .iter()
         .filter(|r| matches!(r, Record::UserRequest | Record::Command) || !m.text.trim().is_empty())
         .map(|r| {
-            let item = matches!(r, Record::TopicRoot | Record::HumanMessage).then(|| NewItem {
-                item_type: r.as_str().into(),
+            let event_type = event_type(*r);
+            let item = ItemType::of(event_type).map(|item_type| NewItem {
+                item_type,
                 role: if m.actor_type == "user" {
-                    "human"
+                    Role::Human
                 } else {
-                    "bot"
-                }
-                .into(),
+                    Role::Bot
+                },
                 author_label: m.author_label.into(),
                 text: m.text.into(),
                 token_estimate: token_estimate(m.text),
@@ -72,7 +83,7 @@ pub fn records(route: &Route, m: &MessageFacts<'_>) -> Vec<NewContextEvent> {
                 root_msg_id: m.place.root_msg_id.clone(),
                 thread_id: m.thread_id.map(str::to_string),
                 message_id: m.message_id.into(),
-                event_type: r.as_str().into(),
+                event_type,
                 actor_type: m.actor_type.into(),
                 actor_id: m.actor_id.into(),
                 bridge_id: m.app_id.into(),

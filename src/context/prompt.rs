@@ -167,7 +167,7 @@ mod tests {
         Selected {
             item_id: 1,
             message_id: "om_1".into(),
-            item_type: "human_message".into(),
+            item_type: crate::context::kinds::ItemType::HumanMessage,
             author_label: label.into(),
             text: text.into(),
             truncated: false,

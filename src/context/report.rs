@@ -39,7 +39,7 @@ impl From<&Selected> for SelectedItem {
     fn from(s: &Selected) -> Self {
         Self {
             item_id: s.item_id,
-            item_type: s.item_type.clone(),
+            item_type: s.item_type.to_string(),
             author_label: s.author_label.clone(),
             chars: s.text.chars().count(),
             preview: preview(&s.text, 80),
@@ -52,8 +52,8 @@ impl From<Excluded> for ExcludedItem {
     fn from(e: Excluded) -> Self {
         Self {
             item_id: e.item_id,
-            item_type: e.item_type,
-            reason: e.reason,
+            item_type: e.item_type.to_string(),
+            reason: e.reason.to_string(),
         }
     }
 }

@@ -16,6 +16,7 @@
 
 use serde::Serialize;
 
+use super::kinds::{Exclusion, ItemType};
 use crate::config::WorkspaceMode;
 
 /// A recorded item the selector may pick (the store maps its rows to it).
@@ -25,8 +26,8 @@ pub struct Candidate {
     pub item_id: i64,
     /// Its event id (write order).
     pub event_id: i64,
-    /// `topic_root`, `human_message`, `agent_output`.
-    pub item_type: String,
+    /// What the item is.
+    pub item_type: ItemType,
     /// Recording profile.
     pub bot_profile: String,
     /// Recording profile's app id.
@@ -71,8 +72,8 @@ pub struct Selected {
     pub item_id: i64,
     /// The message whose text this is (a recall of it must reach the decision).
     pub message_id: String,
-    /// Item type.
-    pub item_type: String,
+    /// What the item is.
+    pub item_type: ItemType,
     /// Source label.
     pub author_label: String,
     /// Text as injected.
@@ -86,10 +87,10 @@ pub struct Selected {
 pub struct Excluded {
     /// Item id.
     pub item_id: i64,
-    /// Item type.
-    pub item_type: String,
-    /// `limit`, `chars`, `own_output`, `same_turn_request`, `recalled`, `mode`, `command`.
-    pub reason: String,
+    /// What the item is.
+    pub item_type: ItemType,
+    /// Why it was left out.
+    pub reason: Exclusion,
 }
 
 /// Counts and budgets of one selection.
@@ -147,18 +148,18 @@ pub fn select_thread(req: &Request<'_>, mut candidates: Vec<Candidate>) -> Selec
     let mut eligible = Vec::new();
     for c in &candidates {
         let reason = if req.is_command {
-            Some("command")
+            Some(Exclusion::Command)
         } else if c.recalled {
-            Some("recalled")
+            Some(Exclusion::Recalled)
         } else if c.message_id == req.message_id {
-            Some("same_turn_request")
-        } else if c.item_type == "agent_output" && c.bridge_id == req.bridge_id {
-            Some("own_output")
-        } else if c.item_type != "agent_output" && c.bot_profile != req.profile {
+            Some(Exclusion::SameTurnRequest)
+        } else if c.item_type == ItemType::AgentOutput && c.bridge_id == req.bridge_id {
+            Some(Exclusion::OwnOutput)
+        } else if c.item_type != ItemType::AgentOutput && c.bot_profile != req.profile {
             // Another bot's record of the discussion: this bot relies on its own view.
-            Some("other_profile")
-        } else if req.mode == WorkspaceMode::OwnerOnly && c.item_type == "human_message" {
-            Some("mode")
+            Some(Exclusion::OtherProfile)
+        } else if req.mode == WorkspaceMode::OwnerOnly && c.item_type == ItemType::HumanMessage {
+            Some(Exclusion::Mode)
         } else {
             None
         };
@@ -177,7 +178,7 @@ pub fn select_thread(req: &Request<'_>, mut candidates: Vec<Candidate>) -> Selec
     let mut picked: Vec<Selected> = eligible
         .iter()
         .map(|c| {
-            let (text, cut) = if c.item_type == "agent_output" {
+            let (text, cut) = if c.item_type == ItemType::AgentOutput {
                 truncate(&c.text, req.max_agent_output_chars)
             } else {
                 (c.text.clone(), false)
@@ -185,7 +186,7 @@ pub fn select_thread(req: &Request<'_>, mut candidates: Vec<Candidate>) -> Selec
             Selected {
                 item_id: c.item_id,
                 message_id: c.message_id.clone(),
-                item_type: c.item_type.clone(),
+                item_type: c.item_type,
                 author_label: c.author_label.clone(),
                 text,
                 truncated: cut || c.truncated,
@@ -199,19 +200,19 @@ pub fn select_thread(req: &Request<'_>, mut candidates: Vec<Candidate>) -> Selec
     let mut cut = Vec::new();
     if picked.len() > req.limit {
         let over = picked.len() - req.limit;
-        excluded.extend(picked.drain(..over).map(|s| dropped(&s, "limit")));
-        cut.push("limit");
+        excluded.extend(picked.drain(..over).map(|s| dropped(&s, Exclusion::Limit)));
+        cut.push(Exclusion::Limit.as_str());
     }
     let mut chars: usize = picked.iter().map(|s| s.text.chars().count()).sum();
     let mut cut_chars = false;
     while chars > req.max_chars && !picked.is_empty() {
         let s = picked.remove(0);
         chars -= s.text.chars().count();
-        excluded.push(dropped(&s, "chars"));
+        excluded.push(dropped(&s, Exclusion::Chars));
         cut_chars = true;
     }
     if cut_chars {
-        cut.push("chars");
+        cut.push(Exclusion::Chars.as_str());
     }
     diagnostics.cut_by = (!cut.is_empty()).then(|| cut.join("+"));
     diagnostics.selected = picked.len();
@@ -238,13 +239,13 @@ pub fn select_pending(
     let mut kept = Vec::new();
     for c in &candidates {
         let reason = if req.is_command {
-            Some("command")
+            Some(Exclusion::Command)
         } else if c.recalled {
-            Some("recalled")
+            Some(Exclusion::Recalled)
         } else if c.message_id == req.message_id {
-            Some("same_turn_request")
+            Some(Exclusion::SameTurnRequest)
         } else if skip_items.contains(&c.item_id) {
-            Some("in_thread_context")
+            Some(Exclusion::InThreadContext)
         } else {
             None
         };
@@ -253,7 +254,7 @@ pub fn select_pending(
             None => kept.push(Selected {
                 item_id: c.item_id,
                 message_id: c.message_id.clone(),
-                item_type: c.item_type.clone(),
+                item_type: c.item_type,
                 author_label: c.author_label.clone(),
                 text: c.text.clone(),
                 truncated: false,
@@ -265,8 +266,8 @@ pub fn select_pending(
     let mut cut_by = None;
     if kept.len() > PENDING_CAP {
         let over = kept.len() - PENDING_CAP;
-        excluded.extend(kept.drain(..over).map(|s| dropped(&s, "limit")));
-        cut_by = Some("limit".to_string());
+        excluded.extend(kept.drain(..over).map(|s| dropped(&s, Exclusion::Limit)));
+        cut_by = Some(Exclusion::Limit.to_string());
     }
     let chars_after = kept.iter().map(|s| s.text.chars().count()).sum();
     Selection {
@@ -286,19 +287,19 @@ pub fn select_pending(
     }
 }
 
-fn exclusion(c: &Candidate, reason: &str) -> Excluded {
+fn exclusion(c: &Candidate, reason: Exclusion) -> Excluded {
     Excluded {
         item_id: c.item_id,
-        item_type: c.item_type.clone(),
-        reason: reason.into(),
+        item_type: c.item_type,
+        reason,
     }
 }
 
-fn dropped(s: &Selected, reason: &str) -> Excluded {
+fn dropped(s: &Selected, reason: Exclusion) -> Excluded {
     Excluded {
         item_id: s.item_id,
-        item_type: s.item_type.clone(),
-        reason: reason.into(),
+        item_type: s.item_type,
+        reason,
     }
 }
 
@@ -310,7 +311,7 @@ mod tests {
         Candidate {
             item_id: id,
             event_id: id,
-            item_type: item_type.into(),
+            item_type: ItemType::parse(item_type).expect("a known item type"),
             bot_profile: profile.into(),
             bridge_id: format!("cli_{profile}"),
             message_id: format!("om_{id}"),

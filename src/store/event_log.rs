@@ -5,7 +5,10 @@ use async_trait::async_trait;
 
 use super::{NewSession, NewTurn, SessionRow, StoreError};
 use crate::{
-    context::selector::Candidate,
+    context::{
+        kinds::{EventType, ItemType, Role},
+        selector::Candidate,
+    },
     protocol::events::ChatType,
     routing::{Reason, Verdict},
 };
@@ -23,8 +26,8 @@ pub struct NewContextEvent {
     pub thread_id: Option<String>,
     /// The message.
     pub message_id: String,
-    /// `topic_root`, `human_message`, `user_request`, `agent_output`, `command`.
-    pub event_type: String,
+    /// What the record is.
+    pub event_type: EventType,
     /// `user`, `bot` or `app`.
     pub actor_type: String,
     /// The sender's open_id (or app id).
@@ -54,10 +57,10 @@ pub struct NewContextEvent {
 /// A context item to write with its event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewItem {
-    /// `topic_root`, `human_message`, `agent_output`.
-    pub item_type: String,
-    /// `human` or `bot`.
-    pub role: String,
+    /// What the item is.
+    pub item_type: ItemType,
+    /// Who said it.
+    pub role: Role,
     /// Who said it, as shown to the agent.
     pub author_label: String,
     /// Text (already truncated when too long).
@@ -146,7 +149,8 @@ pub struct ContextEventRow {
     /// Message.
     pub message_id: String,
     /// Event type.
-    pub event_type: String,
+    #[sqlx(try_from = "String")]
+    pub event_type: EventType,
     /// `user`, `bot`, `app`.
     pub actor_type: String,
     /// Sender.

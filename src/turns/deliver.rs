@@ -16,7 +16,11 @@ use super::{
 };
 use crate::{
     config::Config,
-    context::{collector::token_estimate, selector::truncate},
+    context::{
+        collector::token_estimate,
+        kinds::{EventType, ItemType, Role},
+        selector::truncate,
+    },
     feishu_api::{
         identity::Identities,
         outbound::{Outbound, OutboundError},
@@ -206,7 +210,7 @@ impl Deliverer {
             root_msg_id: job.root_msg_id.clone(),
             thread_id: job.thread_id.clone(),
             message_id: reply_id.to_string(),
-            event_type: "agent_output".into(),
+            event_type: EventType::AgentOutput,
             actor_type: "bot".into(),
             actor_id: actor,
             bridge_id: job.app_id.clone(),
@@ -224,8 +228,8 @@ impl Deliverer {
             .to_string(),
             created_at: now_ms(),
             item: (!job.is_dm).then(|| NewItem {
-                item_type: "agent_output".into(),
-                role: "bot".into(),
+                item_type: ItemType::AgentOutput,
+                role: Role::Bot,
                 author_label: format!("{} (agent)", job.profile),
                 token_estimate: token_estimate(&text),
                 text,

@@ -9,6 +9,7 @@ use super::job::TurnJob;
 use crate::{
     config::{Config, Profile, WorkspaceMode},
     context::{
+        kinds::{Exclusion, ItemType},
         prompt::{self, PromptParts},
         report::{SelectedItem, preview},
         selector::{self, Candidate, Request, Selected, Selection},
@@ -272,7 +273,9 @@ impl Gatherer {
             let injected = g.topic_root.is_some();
             let (in_block, candidates): (Vec<Candidate>, Vec<Candidate>) =
                 rows.into_iter().partition(|c| {
-                    injected && c.item_type == "topic_root" && c.message_id == job.root_msg_id
+                    injected
+                        && c.item_type == ItemType::TopicRoot
+                        && c.message_id == job.root_msg_id
                 });
             g.thread = selector::select_thread(&req, candidates);
             // The root already has its own block: not again as a thread item.
@@ -280,8 +283,8 @@ impl Gatherer {
                 .excluded
                 .extend(in_block.iter().map(|c| selector::Excluded {
                     item_id: c.item_id,
-                    item_type: c.item_type.clone(),
-                    reason: "topic_root_block".into(),
+                    item_type: c.item_type,
+                    reason: Exclusion::TopicRootBlock,
                 }));
         }
         if history_on {

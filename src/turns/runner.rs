@@ -350,7 +350,7 @@ impl TurnRunner {
             context_items: g
                 .selected()
                 .map(|s| ContextItem {
-                    item_type: s.item_type.clone(),
+                    item_type: s.item_type.to_string(),
                     author_label: s.author_label.clone(),
                     text: s.text.clone(),
                     truncated: s.truncated,

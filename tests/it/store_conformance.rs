@@ -7,6 +7,8 @@ use feishu_bridge::{
     store::{self, Finish, InboxStatus, InsertOutcome, NewInboxEvent, Store},
 };
 
+use feishu_bridge::context::kinds::{EventType, ItemType, Role};
+
 use crate::{both_backends, support::TestDb};
 
 async fn open(db: &TestDb) -> Arc<dyn Store> {
@@ -319,7 +321,7 @@ fn context_event(message_id: &str, event_type: &str, created_at: i64) -> store::
         root_msg_id: "om_root".into(),
         thread_id: None,
         message_id: message_id.into(),
-        event_type: event_type.into(),
+        event_type: EventType::parse(event_type).expect("an event type"),
         actor_type: "user".into(),
         actor_id: "ou_a".into(),
         bridge_id: "cli_a".into(),
@@ -331,9 +333,9 @@ fn context_event(message_id: &str, event_type: &str, created_at: i64) -> store::
         text: format!("text of {message_id}"),
         metadata_json: "{}".into(),
         created_at,
-        item: (event_type != "user_request").then(|| store::NewItem {
-            item_type: event_type.into(),
-            role: "human".into(),
+        item: ItemType::parse(event_type).map(|item_type| store::NewItem {
+            item_type,
+            role: Role::Human,
             author_label: "Alice".into(),
             text: format!("text of {message_id}"),
             token_estimate: 3,

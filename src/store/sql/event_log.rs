@@ -50,7 +50,8 @@ pub(crate) const CANDIDATE_COLUMNS: &str = "i.id AS item_id, e.id AS event_id, i
 pub(crate) struct CandidateRow {
     item_id: i64,
     event_id: i64,
-    item_type: String,
+    #[sqlx(try_from = "String")]
+    item_type: crate::context::kinds::ItemType,
     bot_profile: String,
     bridge_id: String,
     message_id: String,

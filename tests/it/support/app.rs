@@ -264,7 +264,7 @@ impl TestApp {
             .expect("store answers");
         rows.into_iter()
             .filter(|r| r.bot_profile == profile)
-            .map(|r| r.event_type)
+            .map(|r| r.event_type.to_string())
             .collect()
     }
 
