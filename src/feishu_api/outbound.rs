@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::{
-    store::{NewOutbound, OutboundStore, StoreError},
+    store::{NewOutbound, OutboundStore, ReplyKind, StoreError},
     util::now_ms,
 };
 
@@ -24,8 +24,8 @@ pub struct Reply {
     /// Reply in the thread of `reply_to` (group chats: answers stay inside the topic);
     /// otherwise as a quote in the chat (private chats: one conversation, no threads).
     pub in_thread: bool,
-    /// `command_reply`, `answer`, `notice`.
-    pub kind: &'static str,
+    /// What it is.
+    pub kind: ReplyKind,
     /// Text.
     pub text: String,
     /// The turn it belongs to: its parts' uuids derive from it, so a reply re-sent
@@ -61,7 +61,7 @@ impl CardReply {
             chat_id: self.chat_id.clone(),
             reply_to: self.reply_to.clone(),
             in_thread: self.in_thread,
-            kind: "card",
+            kind: ReplyKind::Card,
             text: self.text.clone(),
             turn_id: Some(self.turn_id.clone()),
         }
@@ -127,12 +127,12 @@ impl Outbound for RecordingOutbound {
                 profile: reply.profile.clone(),
                 chat_id: reply.chat_id.clone(),
                 reply_to: reply.reply_to.clone(),
-                kind: reply.kind.to_string(),
+                kind: reply.kind,
                 text: reply.text.clone(),
                 created_at: now_ms(),
             })
             .await?;
-        tracing::info!(profile = %reply.profile, chat_id = %reply.chat_id, reply_to = ?reply.reply_to, kind = reply.kind, outbound_id = id, "reply recorded");
+        tracing::info!(profile = %reply.profile, chat_id = %reply.chat_id, reply_to = ?reply.reply_to, kind = %reply.kind, outbound_id = id, "reply recorded");
         Ok(format!("rec_{id}"))
     }
 
@@ -153,7 +153,7 @@ impl Outbound for RecordingOutbound {
             chat_id: chat_id.to_string(),
             reply_to: Some(message_id.to_string()),
             in_thread: false,
-            kind: "card_update",
+            kind: ReplyKind::CardUpdate,
             text: text.to_string(),
             turn_id: None,
         })
@@ -236,7 +236,7 @@ fn part_uuid(reply: &Reply, part: usize) -> String {
         &reply.chat_id,
         reply.reply_to.as_deref().unwrap_or(""),
         reply.turn_id.as_deref().unwrap_or(""),
-        reply.kind,
+        reply.kind.as_str(),
     ] {
         h.update(piece.as_bytes());
         h.update([0]);

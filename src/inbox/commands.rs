@@ -10,6 +10,7 @@ use crate::{
     feishu_api::outbound::{Outbound, OutboundError, Reply},
     protocol::events::ChatType,
     routing::{Command, HELP},
+    store::ReplyKind,
     store::{SessionRow, SessionStore, StoreError},
     turns::queue::SessionQueues,
     util::{new_session_id, now_ms},
@@ -110,7 +111,7 @@ pub async fn execute(
             chat_id: s.chat_id.clone(),
             reply_to: Some(call.message_id.to_string()),
             in_thread: s.chat_type != ChatType::P2p,
-            kind: "command_reply",
+            kind: ReplyKind::CommandReply,
             text,
             turn_id: None,
         })

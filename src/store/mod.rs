@@ -33,7 +33,7 @@ pub use inbox::{
     Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore, InsertOutcome,
     MAX_ID_BYTES, NewInboxEvent,
 };
-pub use outbound::{NewOutbound, OutboundRow, OutboundStore};
+pub use outbound::{NewOutbound, OutboundRow, OutboundStore, ReplyKind};
 pub use postgres::PgStore;
 use secrecy::ExposeSecret;
 pub use sessions::{NewSession, SessionRow, SessionStore};

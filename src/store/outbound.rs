@@ -4,6 +4,22 @@ use async_trait::async_trait;
 
 use super::StoreError;
 
+crate::spelled! {
+    /// What a reply is.
+    pub enum ReplyKind("reply kind") {
+        /// A command's answer.
+        CommandReply = "command_reply",
+        /// An agent's answer (or its continuation past a card).
+        Answer = "answer",
+        /// What the bridge tells a user about a turn (a stop, a failure).
+        Notice = "notice",
+        /// A streaming answer's card.
+        Card = "card",
+        /// An update of a posted card (recorded by dry runs).
+        CardUpdate = "card_update",
+    }
+}
+
 /// A reply to record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewOutbound {
@@ -13,8 +29,8 @@ pub struct NewOutbound {
     pub chat_id: String,
     /// The message replied to.
     pub reply_to: Option<String>,
-    /// `command_reply`, `answer`, …
-    pub kind: String,
+    /// What it is.
+    pub kind: ReplyKind,
     /// Text.
     pub text: String,
     /// Unix ms.
@@ -33,7 +49,8 @@ pub struct OutboundRow {
     /// The message replied to.
     pub reply_to: Option<String>,
     /// Kind.
-    pub kind: String,
+    #[sqlx(try_from = "String")]
+    pub kind: ReplyKind,
     /// Text.
     pub text: String,
     /// Unix ms.

@@ -26,7 +26,9 @@ use crate::{
         outbound::{Outbound, OutboundError},
         reply::split,
     },
-    store::{NewContextEvent, NewItem, StoreError, TurnCompletion, TurnState, TurnStore},
+    store::{
+        NewContextEvent, NewItem, ReplyKind, StoreError, TurnCompletion, TurnState, TurnStore,
+    },
     util::now_ms,
 };
 
@@ -136,7 +138,7 @@ impl Deliverer {
     /// again with the same uuids once it is back, so Feishu posts it once.
     async fn send_answer(&self, job: &TurnJob, answer: &str) -> Result<String, OutboundError> {
         persist(&self.shutdown, "reply", &job.turn_id, || {
-            let reply = ReplyTo::of(job).reply("answer", answer.to_string());
+            let reply = ReplyTo::of(job).reply(ReplyKind::Answer, answer.to_string());
             self.outbound.send(reply)
         })
         .await
@@ -168,7 +170,7 @@ impl Deliverer {
 
     /// Tells the user something about a turn, as a reply to its request.
     pub(super) async fn notify(&self, to: ReplyTo<'_>, text: &str) -> Result<(), OutboundError> {
-        let notice = to.reply("notice", text.to_string());
+        let notice = to.reply(ReplyKind::Notice, text.to_string());
         self.outbound.send(notice).await.map(|_| ())
     }
 

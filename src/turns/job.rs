@@ -8,6 +8,7 @@ use crate::{
     config::WorkspaceMode,
     feishu_api::outbound::{OutboundError, Reply},
     protocol::events::ChatType,
+    store::ReplyKind,
     store::{NewTurn, StoreError},
 };
 
@@ -102,7 +103,7 @@ impl<'a> ReplyTo<'a> {
     }
 
     /// A reply of `kind` with `text` to this target.
-    pub(super) fn reply(self, kind: &'static str, text: String) -> Reply {
+    pub(super) fn reply(self, kind: ReplyKind, text: String) -> Reply {
         Reply {
             profile: self.profile.to_string(),
             chat_id: self.chat_id.to_string(),

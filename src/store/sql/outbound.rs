@@ -18,7 +18,7 @@ macro_rules! impl_outbound_store {
                     .bind(&m.profile)
                     .bind(&m.chat_id)
                     .bind(&m.reply_to)
-                    .bind(&m.kind)
+                    .bind(m.kind.as_str())
                     .bind(&m.text)
                     .bind(m.created_at)
                     .fetch_one(&self.pool)
