@@ -7,4 +7,4 @@ pub mod worker;
 
 pub use committer::{CommitError, Committer};
 pub use pipeline::Pipeline;
-pub use worker::{Processed, Worker};
+pub use worker::{Outcome, Processed, Worker};

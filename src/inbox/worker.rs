@@ -41,8 +41,20 @@ pub struct Processed {
     pub profile: String,
     /// Event id.
     pub event_id: String,
-    /// `done`, `retry` or `failed`.
-    pub outcome: &'static str,
+    /// What became of the attempt.
+    pub outcome: Outcome,
+}
+
+crate::spelled! {
+    /// What became of one processing attempt (a metrics label).
+    pub enum Outcome("processing outcome") {
+        /// Processed.
+        Done = "done",
+        /// Failed; tried again later.
+        Retry = "retry",
+        /// Failed for good.
+        Failed = "failed",
+    }
 }
 
 /// The worker loop and what it needs.
@@ -198,7 +210,7 @@ impl Worker {
         let result = self.pipeline.process(&event).await;
         let healthy = !result.as_ref().is_err_and(store_failed);
         let (finish, outcome) = match result {
-            Ok(()) => (Finish::Done, "done"),
+            Ok(()) => (Finish::Done, Outcome::Done),
             Err(ProcessError::Store(e)) if e.database_failed() => {
                 let delay = backoff(&self.config, event.attempts);
                 tracing::warn!(error = %e.reason(), retry_in_ms = delay, "the database failed; the event will be retried");
@@ -207,7 +219,7 @@ impl Worker {
                         error: format!("store: {}", e.reason()),
                         at: now_ms() + delay as i64,
                     },
-                    "retry",
+                    Outcome::Retry,
                 )
             }
             // A signed payload that does not fit its type will not fit on a retry either:
@@ -221,7 +233,7 @@ impl Worker {
                     Finish::Failed {
                         error: e.to_string(),
                     },
-                    "failed",
+                    Outcome::Failed,
                 )
             }
             Err(e) if event.attempts >= i64::from(self.config.max_attempts) => {
@@ -230,7 +242,7 @@ impl Worker {
                     Finish::Failed {
                         error: e.to_string(),
                     },
-                    "failed",
+                    Outcome::Failed,
                 )
             }
             Err(e) => {
@@ -241,7 +253,7 @@ impl Worker {
                         error: e.to_string(),
                         at: now_ms() + delay as i64,
                     },
-                    "retry",
+                    Outcome::Retry,
                 )
             }
         };
@@ -250,7 +262,7 @@ impl Worker {
         }
         self.metrics
             .events_processed
-            .with_label_values(&[&event.profile, &event.event_type, outcome])
+            .with_label_values(&[&event.profile, &event.event_type, outcome.as_str()])
             .inc();
         // Nobody listening is fine: the broadcast is for observers only.
         let _ = self.processed.send(Processed {

@@ -136,8 +136,28 @@ pub struct TurnDone {
     pub message_id: String,
     /// The turn.
     pub turn_id: String,
-    /// `answered`, `stopped`, `interrupted`, `quote_unreadable`, `agent_failed`,
-    /// `failed`, `skipped` (no longer queued when its time came), `delivered` (an answer
-    /// stored before a restart, posted after it).
-    pub outcome: &'static str,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+crate::spelled! {
+    /// How a turn ended (a metrics label, and what observers are told).
+    pub enum Outcome("turn outcome") {
+        /// The agent answered and the answer was posted.
+        Answered = "answered",
+        /// Stopped by its user.
+        Stopped = "stopped",
+        /// A shutdown or restart interrupted it.
+        Interrupted = "interrupted",
+        /// The message it quoted could not be read; the agent was not asked.
+        QuoteUnreadable = "quote_unreadable",
+        /// The agent failed or did not answer in time.
+        AgentFailed = "agent_failed",
+        /// It failed inside the bridge.
+        Failed = "failed",
+        /// No longer queued when its time came (cancelled or recalled meanwhile).
+        Skipped = "skipped",
+        /// An answer stored before a restart, posted after it.
+        Delivered = "delivered",
+    }
 }

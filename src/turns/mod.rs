@@ -26,6 +26,6 @@ mod recovery;
 mod runner;
 mod stream;
 
-pub use job::{TurnDone, TurnJob};
+pub use job::{Outcome, TurnDone, TurnJob};
 pub use recovery::{Recovered, Recovery};
 pub use runner::{RunnerParts, TurnRunner};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::{
     card::CardState,
     deliver::INTERRUPTED,
-    job::{ReplyTo, TurnJob},
+    job::{Outcome, ReplyTo, TurnJob},
     queue::SessionQueues,
     runner::TurnRunner,
 };
@@ -92,7 +92,7 @@ impl Recovery {
             .deliver(&job, row.card_message_id.as_deref(), &output, None)
             .await
         {
-            Ok(()) => "delivered",
+            Ok(()) => Outcome::Delivered,
             Err(e) => {
                 tracing::error!(turn_id = %row.turn_id, error = %e, "stored answer not delivered");
                 if let Err(e) = deliverer
@@ -101,7 +101,7 @@ impl Recovery {
                 {
                     tracing::error!(turn_id = %row.turn_id, error = %e, "undelivered turn not recorded");
                 }
-                "failed"
+                Outcome::Failed
             }
         };
         self.runner
@@ -132,8 +132,12 @@ impl Recovery {
                 if let Err(e) = deliverer.tell_ended(to, card, shown, INTERRUPTED).await {
                     tracing::warn!(turn_id = %row.turn_id, error = %e, "interrupted turn's user not told");
                 }
-                self.runner
-                    .announce(&row.profile, &row.message_id, &row.turn_id, "interrupted");
+                self.runner.announce(
+                    &row.profile,
+                    &row.message_id,
+                    &row.turn_id,
+                    Outcome::Interrupted,
+                );
             }
             // Someone else ended it meanwhile (a stop): nothing to tell.
             Ok(false) => {}

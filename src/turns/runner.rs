@@ -12,7 +12,7 @@ use super::{
     card::CardState,
     deliver::{Deliverer, INTERRUPTED},
     gather::{Gathered, Gatherer},
-    job::{ReplyTo, TurnDone, TurnError, TurnJob},
+    job::{Outcome, ReplyTo, TurnDone, TurnError, TurnJob},
     persist::{pause, persist},
     queue::SessionQueues,
 };
@@ -169,7 +169,7 @@ impl TurnRunner {
                 // It stays queued (or, if its start went through, recovery ends it).
                 () = self.shutdown.cancelled() => return,
                 () = cancel.cancelled() => {
-                    break self.end_cancelled(&job, None).await.unwrap_or("failed");
+                    break self.end_cancelled(&job, None).await.unwrap_or(Outcome::Failed);
                 }
             }
             // A start whose answer was lost may have gone through: such a turn cannot be
@@ -189,12 +189,12 @@ impl TurnRunner {
         profile: &str,
         message_id: &str,
         turn_id: &str,
-        outcome: &'static str,
+        outcome: Outcome,
     ) {
-        tracing::info!(profile, message_id, turn_id, outcome, "turn finished");
+        tracing::info!(profile, message_id, turn_id, %outcome, "turn finished");
         self.metrics
             .turns_finished
-            .with_label_values(&[profile, outcome])
+            .with_label_values(&[profile, outcome.as_str()])
             .inc();
         // Nobody listening is fine: the broadcast is for observers only.
         let _ = self.done.send(TurnDone {
@@ -209,7 +209,7 @@ impl TurnRunner {
         &self,
         job: &TurnJob,
         cancel: &CancellationToken,
-    ) -> Result<&'static str, TurnError> {
+    ) -> Result<Outcome, TurnError> {
         let started = match self.start(job).await? {
             Ok(started) => started,
             Err(outcome) => return Ok(outcome),
@@ -225,7 +225,7 @@ impl TurnRunner {
             self.deliverer
                 .notify(ReplyTo::of(job), QUOTE_UNREADABLE)
                 .await?;
-            return Ok("quote_unreadable");
+            return Ok(Outcome::QuoteUnreadable);
         }
         let turn = self.agent_turn(job, &started).await?;
         let asked = self.ask(job, &turn, cancel).await;
@@ -235,7 +235,7 @@ impl TurnRunner {
     /// Starts a turn: its session, its context, its decision, all recorded with the
     /// turn set running (and the pending history it consumes) in one transaction.
     /// `Err(outcome)` when it does not start.
-    async fn start(&self, job: &TurnJob) -> Result<Result<Started, &'static str>, TurnError> {
+    async fn start(&self, job: &TurnJob) -> Result<Result<Started, Outcome>, TurnError> {
         let Some(session) = self
             .sessions
             .session(&job.profile, &job.session_key)
@@ -250,13 +250,13 @@ impl TurnRunner {
                     now_ms(),
                 )
                 .await?;
-            return Ok(Err("failed"));
+            return Ok(Err(Outcome::Failed));
         };
         // Cancelled or recalled while it waited: nothing to do (a cheap read before the
         // gathering; starting it below is what settles it).
         let queued = self.store.turn(&job.turn_id).await?;
         if !queued.is_some_and(|t| t.state == TurnState::Queued) {
-            return Ok(Err("skipped"));
+            return Ok(Err(Outcome::Skipped));
         }
         let thread_on = !job.is_dm
             && self
@@ -296,7 +296,7 @@ impl TurnRunner {
             decision_id,
         }) = self.store.start_turn(&start).await?
         else {
-            return Ok(Err("skipped"));
+            return Ok(Err(Outcome::Skipped));
         };
         tracing::info!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, decision_id, mode = %decision.mode, "context decision recorded");
         Ok(Ok(Started {
@@ -397,7 +397,7 @@ impl TurnRunner {
         job: &TurnJob,
         s: &Started,
         asked: Asked,
-    ) -> Result<&'static str, TurnError> {
+    ) -> Result<Outcome, TurnError> {
         let card = asked
             .card
             .as_ref()
@@ -413,7 +413,7 @@ impl TurnRunner {
                 self.deliverer
                     .tell_ended(ReplyTo::of(job), card, CardState::Failed(&why), &notice)
                     .await?;
-                Ok("agent_failed")
+                Ok(Outcome::AgentFailed)
             }
             Some(Ok(answer)) => {
                 // Stored before it is posted: a restart delivers it instead of losing it.
@@ -433,13 +433,13 @@ impl TurnRunner {
                 self.deliverer
                     .deliver(job, card_id, &answer, root_delivered)
                     .await?;
-                Ok("answered")
+                Ok(Outcome::Answered)
             }
         }
     }
 
     /// Ends a turn as failed and tells its user.
-    async fn fail(&self, job: &TurnJob, e: &TurnError) -> &'static str {
+    async fn fail(&self, job: &TurnJob, e: &TurnError) -> Outcome {
         tracing::error!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, error = %e, "turn failed");
         let why = e.to_string();
         if let Err(e) = self
@@ -453,7 +453,7 @@ impl TurnRunner {
         if let Err(e) = self.deliverer.notify(ReplyTo::of(job), sorry).await {
             tracing::warn!(turn_id = %job.turn_id, error = %e, "failed turn's user not told");
         }
-        "failed"
+        Outcome::Failed
     }
 
     /// A cancelled turn: stopped by its user, or interrupted by a shutdown.
@@ -461,14 +461,14 @@ impl TurnRunner {
         &self,
         job: &TurnJob,
         card: Option<(&str, &str)>,
-    ) -> Result<&'static str, TurnError> {
+    ) -> Result<Outcome, TurnError> {
         let (state, error, shown, notice, outcome) = if self.shutdown.is_cancelled() {
             (
                 TurnState::Failed,
                 "interrupted: the bridge shut down",
                 CardState::Failed(INTERRUPTED),
                 INTERRUPTED,
-                "interrupted",
+                Outcome::Interrupted,
             )
         } else {
             (
@@ -476,7 +476,7 @@ impl TurnRunner {
                 "stopped by the user",
                 CardState::Stopped,
                 "Stopped.",
-                "stopped",
+                Outcome::Stopped,
             )
         };
         self.deliverer.end(&job.turn_id, state, error).await?;

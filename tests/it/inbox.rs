@@ -168,7 +168,7 @@ async fn outcomes(app: &mut TestApp, event_id: &str) -> Vec<&'static str> {
     let mut seen = Vec::new();
     loop {
         let outcome = app.processed(event_id).await.outcome;
-        seen.push(outcome);
+        seen.push(outcome.as_str());
         if outcome != "retry" {
             return seen;
         }

@@ -169,7 +169,7 @@ impl TestApp {
             _ => loop {
                 let p = self.processed(event_id).await;
                 if p.outcome != "retry" {
-                    break p.outcome;
+                    break p.outcome.as_str();
                 }
             },
         }
@@ -217,6 +217,7 @@ impl TestApp {
         })
         .await
         .outcome
+        .as_str()
     }
 
     /// Delivers a message to the default profile and waits for its turn.
