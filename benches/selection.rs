@@ -54,6 +54,7 @@ use feishu_bridge::{
     },
     ops::explanation::{self, Query},
     store::{self, NewContextEvent, NewDecision, NewItem, Store},
+    util::UnixMs,
 };
 use secrecy::SecretString;
 use sqlx::{Connection, Executor, PgConnection, postgres::PgConnectOptions};
@@ -161,7 +162,7 @@ fn scope_of(root: &str) -> String {
 fn event(thread: usize, k: usize, seq: i64, rng: &mut Rng) -> NewContextEvent {
     let root = root_of(thread);
     let scope = scope_of(&root);
-    let created_at = 1_735_689_600_000 + seq * 1_500;
+    let created_at = UnixMs(1_735_689_600_000 + seq * 1_500);
     let roll = rng.below(100);
     let text = rng.text();
     let (who, label) = PEOPLE[rng.below(PEOPLE.len())];
@@ -500,7 +501,7 @@ fn decision(selection: &Selection, prompt: &str) -> NewDecision {
         })
         .to_string(),
         source_message_ids: vec![REQUEST_ID.to_string()],
-        created_at: 1_735_689_600_000,
+        created_at: UnixMs(1_735_689_600_000),
     }
 }
 

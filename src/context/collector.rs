@@ -11,6 +11,7 @@ use crate::{
     protocol::events::ChatType,
     routing::{Place, Record, Route},
     store::{NewContextEvent, NewItem},
+    util::UnixMs,
 };
 
 /// The facts of one message the records are made of.
@@ -42,8 +43,8 @@ pub struct MessageFacts<'a> {
     pub history_scope: &'a str,
     /// This bot (the target of a request).
     pub bot_open_id: Option<&'a str>,
-    /// Unix ms.
-    pub created_at: i64,
+    /// When it was sent.
+    pub created_at: UnixMs,
 }
 
 /// The event-log record routing asked for.

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use crate::{
     store::{NewOutbound, OutboundStore, ReplyKind, StoreError},
-    util::now_ms,
+    util::UnixMs,
 };
 
 /// A reply to send.
@@ -129,7 +129,7 @@ impl Outbound for RecordingOutbound {
                 reply_to: reply.reply_to.clone(),
                 kind: reply.kind,
                 text: reply.text.clone(),
-                created_at: now_ms(),
+                created_at: UnixMs::now(),
             })
             .await?;
         tracing::info!(profile = %reply.profile, chat_id = %reply.chat_id, reply_to = ?reply.reply_to, kind = %reply.kind, outbound_id = id, "reply recorded");

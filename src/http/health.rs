@@ -30,7 +30,7 @@ pub async fn healthz() -> Json<HealthBody> {
     ))]
 pub async fn readyz(State(app): State<AppState>) -> Result<Json<HealthBody>, ApiError> {
     app.store
-        .probe_write(crate::util::now_ms())
+        .probe_write(crate::util::UnixMs::now())
         .await
         .map_err(|e| {
             app.metrics.store_error("probe_write");

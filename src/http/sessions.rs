@@ -11,7 +11,7 @@ use super::{
 use crate::{
     redact::echo,
     store::SessionRow,
-    util::{new_session_id, now_ms},
+    util::{UnixMs, new_session_id},
 };
 
 /// A session mapping.
@@ -51,8 +51,8 @@ impl From<SessionRow> for SessionBody {
             root_msg_id: r.root_msg_id,
             session_id: r.session_id,
             topic_root_prompt_delivered: r.topic_root_prompt_delivered,
-            created_at: r.created_at,
-            updated_at: r.updated_at,
+            created_at: r.created_at.millis(),
+            updated_at: r.updated_at.millis(),
         }
     }
 }
@@ -173,7 +173,7 @@ pub async fn reset(
             &key,
             &current.history_scope,
             &new_session_id(),
-            now_ms(),
+            UnixMs::now(),
         )
         .await
         .map_err(ApiError::store)?;

@@ -12,6 +12,7 @@ use super::{
 use crate::{
     redact::echo,
     store::{TurnFilter, TurnRow, TurnState},
+    util::UnixMs,
 };
 
 /// A turn.
@@ -74,10 +75,10 @@ impl TurnBody {
             reply_message_id: r.reply_message_id,
             card_message_id: r.card_message_id,
             error: r.error,
-            queued_at: r.queued_at,
-            started_at: r.started_at,
-            answered_at: r.answered_at,
-            finished_at: r.finished_at,
+            queued_at: r.queued_at.millis(),
+            started_at: r.started_at.map(UnixMs::millis),
+            answered_at: r.answered_at.map(UnixMs::millis),
+            finished_at: r.finished_at.map(UnixMs::millis),
         }
     }
 }

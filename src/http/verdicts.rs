@@ -90,7 +90,7 @@ pub async fn message(
                 reason: r.reason.to_string(),
                 session_key: r.session_key,
                 decision_id: r.decision_id,
-                at: r.created_at,
+                at: r.created_at.millis(),
             })
             .collect(),
     }))

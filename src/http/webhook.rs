@@ -24,7 +24,7 @@ use crate::{
     protocol::{self, Freshness, SignedHeaders, Verified, VerifiedEvent, events},
     store::{InboxStatus, InsertOutcome, NewInboxEvent},
     turns::buttons::{self, ButtonContext},
-    util::{now_ms, now_secs},
+    util::{UnixMs, now_secs},
 };
 
 /// A store failure that travels shared between the waiters of one batch.
@@ -240,7 +240,7 @@ async fn store(
         event_type: event.event_type,
         message_id: event.message_id,
         payload: event.payload,
-        received_at: now_ms(),
+        received_at: UnixMs::now(),
         status,
     };
     // Refused here, before it joins a batch, so it cannot fail its batch-mates.

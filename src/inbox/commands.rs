@@ -13,7 +13,7 @@ use crate::{
     store::ReplyKind,
     store::{SessionRow, SessionStore, StoreError},
     turns::queue::SessionQueues,
-    util::{new_session_id, now_ms},
+    util::{UnixMs, new_session_id},
 };
 
 /// Why a command did not complete.
@@ -72,7 +72,7 @@ pub async fn execute(
                     &s.session_key,
                     call.history_scope,
                     &fresh,
-                    now_ms(),
+                    UnixMs::now(),
                 )
                 .await?;
             match row {

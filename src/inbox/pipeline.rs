@@ -25,7 +25,7 @@ use crate::{
     },
     turns::queue::SessionQueues,
     turns::{TurnJob, TurnRunner},
-    util::{new_session_id, now_ms},
+    util::{UnixMs, new_session_id},
 };
 
 /// Why an event could not be processed. Messages never contain payload content.
@@ -108,7 +108,7 @@ impl Pipeline {
                     verdict: Verdict::Ignored,
                     reason: Reason::Recalled,
                     session_key: None,
-                    created_at: now_ms(),
+                    created_at: UnixMs::now(),
                 })
                 .await?;
             return Ok(());
@@ -116,7 +116,10 @@ impl Pipeline {
         match events::parse(&event.event_type, &event.payload)? {
             TypedEvent::MessageReceive(m) => self.on_message(&event.profile, &m).await,
             TypedEvent::MessageRecalled(r) => {
-                let n = self.log.recall(&r.message_id, &r.chat_id, now_ms()).await?;
+                let n = self
+                    .log
+                    .recall(&r.message_id, &r.chat_id, UnixMs::now())
+                    .await?;
                 tracing::info!(message_id = %r.message_id, records = n, "message recalled: text removed, excluded from context");
                 Ok(())
             }
@@ -127,14 +130,14 @@ impl Pipeline {
         }
     }
 
-    fn purge_due(&self) -> Option<i64> {
+    fn purge_due(&self) -> Option<UnixMs> {
         let mut last = self.last_purge.lock().unwrap_or_else(|p| p.into_inner());
         if last.is_some_and(|t| t.elapsed() < PURGE_EVERY) {
             return None;
         }
         *last = Some(Instant::now());
-        let days = i64::from(self.config.context.retention_days);
-        Some(now_ms() - days * 24 * 3600 * 1000)
+        let days = u64::from(self.config.context.retention_days);
+        Some(UnixMs::now() - Duration::from_secs(days * 24 * 3600))
     }
 
     async fn on_message(
@@ -157,7 +160,7 @@ impl Pipeline {
             &msg.mentions,
             bot.as_deref(),
         );
-        let now = now_ms();
+        let now = UnixMs::now();
         let chat_type = ChatType::of(&msg.chat_type);
         let place = Place::of(
             &msg.chat_id,
@@ -191,7 +194,7 @@ impl Pipeline {
             .create_time
             .as_deref()
             .and_then(|t| t.parse::<i64>().ok())
-            .unwrap_or(now);
+            .map_or(now, UnixMs);
         let facts = MessageFacts {
             profile: profile_name,
             app_id: &profile.app_id,

@@ -26,7 +26,7 @@ use crate::{
     config::WorkerConfig,
     store::{Finish, InboxEvent, InboxStore},
     telemetry::Metrics,
-    util::now_ms,
+    util::UnixMs,
 };
 
 /// Events claimed per round trip.
@@ -100,7 +100,7 @@ impl Worker {
     /// Runs until `stop` is cancelled.
     pub async fn run(self) {
         let poll = Duration::from_millis(self.config.poll_interval_ms.max(1));
-        match self.store.reclaim_inbox(&self.owner, now_ms()).await {
+        match self.store.reclaim_inbox(&self.owner, UnixMs::now()).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(events = n, "claims of the previous run taken back"),
             Err(e) => {
@@ -118,7 +118,7 @@ impl Worker {
                 .store
                 .claim_inbox(
                     &self.owner,
-                    now_ms(),
+                    UnixMs::now(),
                     self.config.lease_ms as i64,
                     CLAIM_BATCH,
                 )
@@ -170,7 +170,7 @@ impl Worker {
                     () = stop.cancelled() => return,
                 }
                 let ids = in_hand.ids();
-                let until = now_ms() + lease as i64;
+                let until = UnixMs::now() + Duration::from_millis(lease);
                 if let Err(e) = store.renew_leases(&owner, &ids, until).await {
                     tracing::warn!(error = %e, events = ids.len(), "leases not renewed");
                 }
@@ -217,7 +217,7 @@ impl Worker {
                 (
                     Finish::Deferred {
                         error: format!("store: {}", e.reason()),
-                        at: now_ms() + delay as i64,
+                        at: UnixMs::now() + Duration::from_millis(delay),
                     },
                     Outcome::Retry,
                 )
@@ -251,7 +251,7 @@ impl Worker {
                 (
                     Finish::Retry {
                         error: e.to_string(),
-                        at: now_ms() + delay as i64,
+                        at: UnixMs::now() + Duration::from_millis(delay),
                     },
                     Outcome::Retry,
                 )
@@ -279,7 +279,7 @@ impl Worker {
     /// Records an attempt's outcome; returns `false` if it was not recorded.
     async fn record(&self, id: i64, finish: &Finish) -> bool {
         self.write_until_stored("finish_inbox", || {
-            self.store.finish_inbox(id, finish, now_ms())
+            self.store.finish_inbox(id, finish, UnixMs::now())
         })
         .await
     }

@@ -91,7 +91,7 @@ pub fn explain(row: DecisionRow, verbose: bool) -> Explanation {
         selected,
         excluded,
         diagnostics,
-        created_at: r.created_at,
+        created_at: r.created_at.millis(),
         turn: None,
         thread_context: verbose.then_some(r.thread_context),
         prompt_preview: verbose.then_some(r.prompt_preview),

@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 
 use super::{Backend, StoreError};
+use crate::util::UnixMs;
 
 /// The database as a whole.
 #[async_trait]
@@ -17,5 +18,5 @@ pub trait Database: Send + Sync + 'static {
     /// Proves the database takes writes, for `/readyz`: room for a few pages is allocated
     /// (and given back) and a small row is committed. Fails while the disk or the
     /// database is full, read-only or unreachable.
-    async fn probe_write(&self, now: i64) -> Result<(), StoreError>;
+    async fn probe_write(&self, now: UnixMs) -> Result<(), StoreError>;
 }

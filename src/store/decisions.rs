@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 
 use super::StoreError;
+use crate::util::UnixMs;
 
 /// A context decision to record (and, with its id, as read back).
 #[derive(Debug, Clone, PartialEq, Eq, Default, sqlx::FromRow)]
@@ -45,8 +46,7 @@ pub struct NewDecision {
     /// any of them scrubs the decision. Written to its own table, not read back.
     #[sqlx(skip)]
     pub source_message_ids: Vec<String>,
-    /// Unix ms.
-    pub created_at: i64,
+    pub created_at: UnixMs,
 }
 
 /// A recorded decision.

@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 
 use super::{NewSession, NewTurn, SessionRow, StoreError};
+use crate::util::UnixMs;
 use crate::{
     context::{
         kinds::{EventType, ItemType, Role},
@@ -48,8 +49,7 @@ pub struct NewContextEvent {
     pub text: String,
     /// Non-text facts (message type, mentions, parent id).
     pub metadata_json: String,
-    /// Unix ms.
-    pub created_at: i64,
+    pub created_at: UnixMs,
     /// The selector's unit, for item-producing event types.
     pub item: Option<NewItem>,
 }
@@ -86,8 +86,7 @@ pub struct NewVerdict {
     pub reason: Reason,
     /// Session, for invocations.
     pub session_key: Option<String>,
-    /// Unix ms.
-    pub created_at: i64,
+    pub created_at: UnixMs,
 }
 
 /// A stored verdict.
@@ -109,8 +108,7 @@ pub struct VerdictRow {
     pub session_key: Option<String>,
     /// The context decision made for the turn, once there is one.
     pub decision_id: Option<i64>,
-    /// Unix ms.
-    pub created_at: i64,
+    pub created_at: UnixMs,
 }
 
 /// Everything one routed message writes, in one transaction.
@@ -167,8 +165,7 @@ pub struct ContextEventRow {
     pub text: String,
     /// Recalled.
     pub recalled: bool,
-    /// Unix ms.
-    pub created_at: i64,
+    pub created_at: UnixMs,
     /// Item id, when the event has one.
     pub item_id: Option<i64>,
     /// Item author label.
@@ -191,10 +188,11 @@ pub trait EventLog: Send + Sync + 'static {
     async fn record_verdict(&self, verdict: &NewVerdict) -> Result<(), StoreError>;
     /// Marks a message recalled everywhere and removes its text from the database
     /// (event log, items, inbox payload); returns how many event-log records it had.
-    async fn recall(&self, message_id: &str, chat_id: &str, now: i64) -> Result<u64, StoreError>;
+    async fn recall(&self, message_id: &str, chat_id: &str, now: UnixMs)
+    -> Result<u64, StoreError>;
     /// Retention, in its own transaction: deletes events (with their items), finished
-    /// inbox rows, verdicts, replies and finished turns older than `cutoff` (Unix ms).
-    async fn purge(&self, cutoff: i64) -> Result<(), StoreError>;
+    /// inbox rows, verdicts, replies and finished turns older than `cutoff`.
+    async fn purge(&self, cutoff: UnixMs) -> Result<(), StoreError>;
     /// A remembered display name.
     async fn name_of(&self, profile: &str, open_id: &str) -> Result<Option<String>, StoreError>;
     /// Verdicts for a message, optionally of one profile.

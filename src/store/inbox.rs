@@ -8,6 +8,7 @@
 use async_trait::async_trait;
 
 use super::StoreError;
+use crate::util::UnixMs;
 
 crate::spelled! {
     /// Inbox row status.
@@ -38,8 +39,7 @@ pub struct NewInboxEvent {
     pub message_id: Option<String>,
     /// Decrypted JSON text.
     pub payload: String,
-    /// Unix ms.
-    pub received_at: i64,
+    pub received_at: UnixMs,
     /// `Pending` or `Skipped`.
     pub status: InboxStatus,
 }
@@ -119,16 +119,15 @@ pub struct InboxEvent {
     pub message_id: Option<String>,
     /// Decrypted JSON text.
     pub payload: String,
-    /// Unix ms.
-    pub received_at: i64,
+    pub received_at: UnixMs,
     /// Status.
     pub status: InboxStatus,
     /// Processing attempts started.
     pub attempts: i64,
     /// Last processing error.
     pub last_error: Option<String>,
-    /// Unix ms before which a retry is not due.
-    pub next_attempt_at: i64,
+    /// Before this, a retry is not due.
+    pub next_attempt_at: UnixMs,
 }
 
 /// Inbox depth by status.
@@ -170,16 +169,14 @@ pub enum Finish {
     Retry {
         /// Error text (no payload content).
         error: String,
-        /// Unix ms.
-        at: i64,
+        at: UnixMs,
     },
     /// Not the event's fault (the database failed): try again at this Unix ms, without
     /// counting the attempt towards `max_attempts`.
     Deferred {
         /// Error text (no payload content).
         error: String,
-        /// Unix ms.
-        at: i64,
+        at: UnixMs,
     },
     /// Failed for good.
     Failed {
@@ -205,18 +202,19 @@ pub trait InboxStore: Send + Sync + 'static {
     async fn claim_inbox(
         &self,
         owner: &str,
-        now: i64,
+        now: UnixMs,
         lease_ms: i64,
         limit: i64,
     ) -> Result<Vec<InboxEvent>, StoreError>;
     /// Extends the leases of `owner`'s events still in hand (`ids`) to `until`.
-    async fn renew_leases(&self, owner: &str, ids: &[i64], until: i64) -> Result<(), StoreError>;
+    async fn renew_leases(&self, owner: &str, ids: &[i64], until: UnixMs)
+    -> Result<(), StoreError>;
     /// Takes back, at start, the claims an earlier run of this process left: due at once.
     /// On SQLite (one process owns the file) every claimed event; on Postgres the ones
     /// leased to `owner`. Returns how many.
-    async fn reclaim_inbox(&self, owner: &str, now: i64) -> Result<u64, StoreError>;
+    async fn reclaim_inbox(&self, owner: &str, now: UnixMs) -> Result<u64, StoreError>;
     /// Records how an attempt ended.
-    async fn finish_inbox(&self, id: i64, finish: &Finish, now: i64) -> Result<(), StoreError>;
+    async fn finish_inbox(&self, id: i64, finish: &Finish, now: UnixMs) -> Result<(), StoreError>;
     /// Returns claimed events to pending without counting the attempt (shutdown).
     async fn release_inbox(&self, ids: &[i64]) -> Result<(), StoreError>;
     /// Inbox depth by status.
@@ -242,7 +240,7 @@ mod tests {
             event_type: "im.message.receive_v1".into(),
             message_id: message_id.map(Into::into),
             payload: payload.into(),
-            received_at: 0,
+            received_at: UnixMs(0),
             status: InboxStatus::Pending,
         }
     }

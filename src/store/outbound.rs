@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 
 use super::StoreError;
+use crate::util::UnixMs;
 
 crate::spelled! {
     /// What a reply is.
@@ -33,8 +34,7 @@ pub struct NewOutbound {
     pub kind: ReplyKind,
     /// Text.
     pub text: String,
-    /// Unix ms.
-    pub created_at: i64,
+    pub created_at: UnixMs,
 }
 
 /// A recorded reply.
@@ -53,8 +53,7 @@ pub struct OutboundRow {
     pub kind: ReplyKind,
     /// Text.
     pub text: String,
-    /// Unix ms.
-    pub created_at: i64,
+    pub created_at: UnixMs,
 }
 
 /// Recorded replies.

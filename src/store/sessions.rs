@@ -5,6 +5,7 @@ use async_trait::async_trait;
 
 use super::StoreError;
 use crate::protocol::events::ChatType;
+use crate::util::UnixMs;
 
 /// A session mapping to create (or touch, when it exists).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,8 +26,7 @@ pub struct NewSession {
     pub root_msg_id: Option<String>,
     /// The history scope of the message that opened it.
     pub history_scope: String,
-    /// Unix ms.
-    pub now: i64,
+    pub now: UnixMs,
 }
 
 /// A stored session mapping.
@@ -51,10 +51,8 @@ pub struct SessionRow {
     pub history_scope: String,
     /// The topic root was injected into this session's first turn.
     pub topic_root_prompt_delivered: bool,
-    /// Unix ms.
-    pub created_at: i64,
-    /// Unix ms.
-    pub updated_at: i64,
+    pub created_at: UnixMs,
+    pub updated_at: UnixMs,
 }
 
 /// Session mappings.
@@ -76,7 +74,7 @@ pub trait SessionStore: Send + Sync + 'static {
         key: &str,
         history_scope: &str,
         new_session_id: &str,
-        now: i64,
+        now: UnixMs,
     ) -> Result<Option<SessionRow>, StoreError>;
     /// Messages observed in a history scope since its watermark (recalled excluded).
     async fn pending_history_count(&self, profile: &str, scope: &str) -> Result<i64, StoreError>;

@@ -105,7 +105,7 @@ mod tests {
             event_type: "t".into(),
             message_id: None,
             payload: "{}".into(),
-            received_at: 0,
+            received_at: crate::util::UnixMs(0),
             status: InboxStatus::Pending,
         }
     }

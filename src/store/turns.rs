@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 
 use super::{NewContextEvent, NewDecision, StoreError};
+use crate::util::UnixMs;
 
 crate::spelled! {
     /// A turn's state. `queued → running → succeeded | failed | cancelled`.
@@ -39,8 +40,7 @@ pub struct NewTurn {
     pub request_text: String,
     /// Everything needed to run it again after a restart (JSON).
     pub job_json: String,
-    /// Unix ms.
-    pub queued_at: i64,
+    pub queued_at: UnixMs,
 }
 
 /// A stored turn.
@@ -77,14 +77,11 @@ pub struct TurnRow {
     pub card_message_id: Option<String>,
     /// Why it failed or was cancelled.
     pub error: Option<String>,
-    /// Unix ms.
-    pub queued_at: i64,
-    /// Unix ms.
-    pub started_at: Option<i64>,
+    pub queued_at: UnixMs,
+    pub started_at: Option<UnixMs>,
     /// Unix ms the agent answered.
-    pub answered_at: Option<i64>,
-    /// Unix ms.
-    pub finished_at: Option<i64>,
+    pub answered_at: Option<UnixMs>,
+    pub finished_at: Option<UnixMs>,
 }
 
 /// Everything a delivered answer writes, in one transaction.
@@ -98,8 +95,7 @@ pub struct TurnCompletion {
     pub output_event: NewContextEvent,
     /// Session whose topic root is now delivered: (profile, key, session id).
     pub topic_root_delivered: Option<(String, String, String)>,
-    /// Unix ms.
-    pub now: i64,
+    pub now: UnixMs,
 }
 
 /// What starting a turn writes.
@@ -111,8 +107,7 @@ pub struct TurnStart<'a> {
     pub decision: &'a NewDecision,
     /// Pending history to consume: (profile, history scope, up to this event id).
     pub consume: Option<(&'a str, &'a str, i64)>,
-    /// Unix ms.
-    pub now: i64,
+    pub now: UnixMs,
 }
 
 /// A started turn.
@@ -152,7 +147,7 @@ pub trait TurnStore: Send + Sync + 'static {
         &self,
         turn_id: &str,
         output: &str,
-        now: i64,
+        now: UnixMs,
     ) -> Result<(), StoreError>;
     /// Ends an unfinished turn as failed or cancelled; `false` when it had already ended.
     async fn end_turn(
@@ -160,7 +155,7 @@ pub trait TurnStore: Send + Sync + 'static {
         turn_id: &str,
         state: TurnState,
         error: &str,
-        now: i64,
+        now: UnixMs,
     ) -> Result<bool, StoreError>;
     /// Records a delivered answer: the `agent_output` event, the topic root flag and
     /// the turn's success, together.

@@ -21,7 +21,7 @@ use crate::{
     protocol::events::{self, TypedEvent, UserIds},
     routing::{Sender, may_act_on_session},
     store::{SessionStore, TurnRow, TurnState, TurnStore},
-    util::{new_session_id, now_ms},
+    util::{UnixMs, new_session_id},
 };
 
 /// What answering a button reads and acts on.
@@ -149,7 +149,7 @@ pub async fn answer(
                             &turn.turn_id,
                             TurnState::Cancelled,
                             "stopped by the user",
-                            now_ms(),
+                            UnixMs::now(),
                         )
                         .await
                     {
@@ -171,7 +171,13 @@ pub async fn answer(
             let reset = tokio::spawn(async move {
                 let fresh = new_session_id();
                 let done = store
-                    .reset_session(&turn.profile, &turn.session_key, &scope, &fresh, now_ms())
+                    .reset_session(
+                        &turn.profile,
+                        &turn.session_key,
+                        &scope,
+                        &fresh,
+                        UnixMs::now(),
+                    )
                     .await;
                 match &done {
                     Ok(_) => {

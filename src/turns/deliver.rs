@@ -29,7 +29,7 @@ use crate::{
     store::{
         NewContextEvent, NewItem, ReplyKind, StoreError, TurnCompletion, TurnState, TurnStore,
     },
-    util::now_ms,
+    util::UnixMs,
 };
 
 /// What the user is told about a turn a restart or shutdown interrupted.
@@ -73,7 +73,7 @@ impl Deliverer {
         error: &str,
     ) -> Result<bool, StoreError> {
         persist(&self.shutdown, "end", turn_id, || {
-            self.store.end_turn(turn_id, state, error, now_ms())
+            self.store.end_turn(turn_id, state, error, UnixMs::now())
         })
         .await
     }
@@ -125,7 +125,7 @@ impl Deliverer {
             reply_message_id: reply_id.clone(),
             output_event: self.output_event(job, &reply_id, answer),
             topic_root_delivered,
-            now: now_ms(),
+            now: UnixMs::now(),
         };
         persist(&self.shutdown, "completion", &job.turn_id, || {
             self.store.complete_turn(&completion)
@@ -228,7 +228,7 @@ impl Deliverer {
                 "turn_id": job.turn_id,
             })
             .to_string(),
-            created_at: now_ms(),
+            created_at: UnixMs::now(),
             item: (!job.is_dm).then(|| NewItem {
                 item_type: ItemType::AgentOutput,
                 role: Role::Bot,

@@ -16,7 +16,7 @@ use crate::{
     },
     feishu_api::{FeishuClient, identity::Identities},
     store::{EventLog, NewDecision, SessionRow, StoreError},
-    util::now_ms,
+    util::UnixMs,
 };
 
 /// Everything the prompt of one turn is made of, with the record of why.
@@ -161,7 +161,7 @@ impl Gathered {
             prompt_preview: prompt.to_string(),
             diagnostics_json: self.diagnostics().to_string(),
             source_message_ids: sources,
-            created_at: now_ms(),
+            created_at: UnixMs::now(),
         }
     }
 

@@ -10,6 +10,7 @@ use crate::{
     protocol::events::ChatType,
     store::ReplyKind,
     store::{NewTurn, StoreError},
+    util::UnixMs,
 };
 
 /// A turn as routing hands it over (and as it is stored, to run again after a restart).
@@ -56,7 +57,7 @@ impl TurnJob {
     }
 
     /// The row that queues this job.
-    pub fn to_new_turn(&self, now: i64) -> NewTurn {
+    pub fn to_new_turn(&self, now: UnixMs) -> NewTurn {
         NewTurn {
             turn_id: self.turn_id.clone(),
             profile: self.profile.clone(),

@@ -22,7 +22,7 @@ use crate::{
     feishu_api::{FeishuClient, identity::Identities, outbound::Outbound},
     store::{SessionRow, SessionStore, StartedTurn, Store, TurnStart, TurnState, TurnStore},
     telemetry::Metrics,
-    util::now_ms,
+    util::UnixMs,
 };
 
 /// How many earlier turns of the session a conversational backend gets.
@@ -247,7 +247,7 @@ impl TurnRunner {
                     &job.turn_id,
                     TurnState::Failed,
                     "the session no longer exists",
-                    now_ms(),
+                    UnixMs::now(),
                 )
                 .await?;
             return Ok(Err(Outcome::Failed));
@@ -289,7 +289,7 @@ impl TurnRunner {
             turn_id: &job.turn_id,
             decision: &decision,
             consume,
-            now: now_ms(),
+            now: UnixMs::now(),
         };
         let Some(StartedTurn {
             row_id,
@@ -418,7 +418,8 @@ impl TurnRunner {
             Some(Ok(answer)) => {
                 // Stored before it is posted: a restart delivers it instead of losing it.
                 persist(&self.shutdown, "answer", &job.turn_id, || {
-                    self.store.save_turn_output(&job.turn_id, &answer, now_ms())
+                    self.store
+                        .save_turn_output(&job.turn_id, &answer, UnixMs::now())
                 })
                 .await?;
                 let root_delivered =

@@ -2,15 +2,13 @@
 //! fixed strings ([`spelled`]).
 
 pub mod spelled;
+mod time;
 
-use std::time::{SystemTime, UNIX_EPOCH};
+pub use time::UnixMs;
 
-/// Now, in Unix milliseconds.
+/// Now, in Unix milliseconds (as Feishu writes times; the bridge's own are [`UnixMs`]).
 pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default()
+    UnixMs::now().millis()
 }
 
 /// Now, in Unix seconds.

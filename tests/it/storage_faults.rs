@@ -216,7 +216,7 @@ fn inbox_event(event_id: &str) -> NewInboxEvent {
         event_type: "im.message.receive_v1".into(),
         message_id: Some(format!("om-{event_id}")),
         payload: "{}".into(),
-        received_at: 1,
+        received_at: feishu_bridge::util::UnixMs(1),
         status: InboxStatus::Pending,
     }
 }

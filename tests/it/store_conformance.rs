@@ -7,7 +7,10 @@ use feishu_bridge::{
     store::{self, Finish, InboxStatus, InsertOutcome, NewInboxEvent, Store},
 };
 
-use feishu_bridge::context::kinds::{EventType, ItemType, Role};
+use feishu_bridge::{
+    context::kinds::{EventType, ItemType, Role},
+    util::UnixMs,
+};
 
 use crate::{both_backends, support::TestDb};
 
@@ -29,7 +32,7 @@ fn ev(profile: &str, event_id: &str, message_id: Option<&str>) -> NewInboxEvent 
         event_type: "im.message.receive_v1".into(),
         message_id: message_id.map(str::to_string),
         payload: format!("{{\"id\":\"{event_id}\"}}"),
-        received_at: 1_000,
+        received_at: UnixMs(1_000),
         status: InboxStatus::Pending,
     }
 }
@@ -89,7 +92,7 @@ async fn claims_follow_status_and_time(db: TestDb) {
     .expect("insert");
 
     let first = s
-        .claim_inbox("replica-a", 2_000, 1_000, 2)
+        .claim_inbox("replica-a", UnixMs(2_000), 1_000, 2)
         .await
         .expect("claim");
     let ids: Vec<_> = first.iter().map(|e| e.event_id.as_str()).collect();
@@ -105,7 +108,7 @@ async fn claims_follow_status_and_time(db: TestDb) {
     );
 
     let second = s
-        .claim_inbox("replica-a", 2_000, 1_000, 10)
+        .claim_inbox("replica-a", UnixMs(2_000), 1_000, 10)
         .await
         .expect("claim");
     assert_eq!(
@@ -117,16 +120,16 @@ async fn claims_follow_status_and_time(db: TestDb) {
         "leased rows are not claimed twice"
     );
 
-    s.finish_inbox(first[0].id, &Finish::Done, 2_100)
+    s.finish_inbox(first[0].id, &Finish::Done, UnixMs(2_100))
         .await
         .expect("done");
     s.finish_inbox(
         first[1].id,
         &Finish::Retry {
             error: "boom".into(),
-            at: 5_000,
+            at: UnixMs(5_000),
         },
-        2_100,
+        UnixMs(2_100),
     )
     .await
     .expect("retry");
@@ -145,7 +148,7 @@ async fn claims_follow_status_and_time(db: TestDb) {
 
     // e3 was released (attempt not counted); e2 is not due before 5000.
     let third = s
-        .claim_inbox("replica-a", 2_200, 1_000, 10)
+        .claim_inbox("replica-a", UnixMs(2_200), 1_000, 10)
         .await
         .expect("claim");
     assert_eq!(
@@ -158,7 +161,7 @@ async fn claims_follow_status_and_time(db: TestDb) {
 
     // A worker that died: its lease (until 3200) runs out and the row comes back.
     let again = s
-        .claim_inbox("replica-a", 3_300, 10_000, 10)
+        .claim_inbox("replica-a", UnixMs(3_300), 10_000, 10)
         .await
         .expect("claim");
     assert_eq!(
@@ -170,7 +173,7 @@ async fn claims_follow_status_and_time(db: TestDb) {
     );
 
     let fourth = s
-        .claim_inbox("replica-a", 5_000, 10_000, 10)
+        .claim_inbox("replica-a", UnixMs(5_000), 10_000, 10)
         .await
         .expect("claim");
     assert_eq!(
@@ -187,7 +190,7 @@ async fn claims_follow_status_and_time(db: TestDb) {
         &Finish::Failed {
             error: "gave up".into(),
         },
-        5_100,
+        UnixMs(5_100),
     )
     .await
     .expect("fail");
@@ -220,7 +223,7 @@ async fn concurrent_claimers(db: TestDb) {
         let mut mine = Vec::new();
         loop {
             let got = s
-                .claim_inbox("replica-a", 2_000, 60_000, 7)
+                .claim_inbox("replica-a", UnixMs(2_000), 60_000, 7)
                 .await
                 .expect("claim");
             if got.is_empty() {
@@ -256,16 +259,26 @@ async fn claims_carry_their_owner(db: TestDb) {
     let s = open(&db).await;
     let batch: Vec<_> = (0..4).map(|i| ev("a", &format!("e{i}"), None)).collect();
     s.insert_inbox_batch(&batch).await.expect("insert");
-    let mine = s.claim_inbox("me", 2_000, 1_000, 2).await.expect("claim");
-    let theirs = s.claim_inbox("them", 2_000, 1_000, 2).await.expect("claim");
+    let mine = s
+        .claim_inbox("me", UnixMs(2_000), 1_000, 2)
+        .await
+        .expect("claim");
+    let theirs = s
+        .claim_inbox("them", UnixMs(2_000), 1_000, 2)
+        .await
+        .expect("claim");
     assert_eq!((mine.len(), theirs.len()), (2, 2));
 
     // The heartbeat extends only the owner's leases: at 3 500 the others' ran out.
-    s.renew_leases("me", &[mine[0].id, mine[1].id, theirs[0].id], 10_000)
-        .await
-        .expect("renew");
+    s.renew_leases(
+        "me",
+        &[mine[0].id, mine[1].id, theirs[0].id],
+        UnixMs(10_000),
+    )
+    .await
+    .expect("renew");
     let due = s
-        .claim_inbox("other", 3_500, 1_000, 10)
+        .claim_inbox("other", UnixMs(3_500), 1_000, 10)
         .await
         .expect("claim");
     let due: Vec<_> = due.iter().map(|e| e.event_id.as_str()).collect();
@@ -275,13 +288,16 @@ async fn claims_carry_their_owner(db: TestDb) {
     );
 
     // A restart of "me" takes its claims back at once (SQLite: every claim).
-    let back = s.reclaim_inbox("me", 4_000).await.expect("reclaim");
+    let back = s.reclaim_inbox("me", UnixMs(4_000)).await.expect("reclaim");
     let expected = match db.kind {
         crate::support::Kind::Sqlite => 4,
         crate::support::Kind::Postgres => 2,
     };
     assert_eq!(back, expected);
-    let again = s.claim_inbox("me", 4_000, 1_000, 10).await.expect("claim");
+    let again = s
+        .claim_inbox("me", UnixMs(4_000), 1_000, 10)
+        .await
+        .expect("claim");
     assert_eq!(again.len() as u64, expected);
 
     // A database failure does not count towards giving up.
@@ -290,9 +306,9 @@ async fn claims_carry_their_owner(db: TestDb) {
         e.id,
         &Finish::Deferred {
             error: "database error".into(),
-            at: 4_100,
+            at: UnixMs(4_100),
         },
-        4_000,
+        UnixMs(4_000),
     )
     .await
     .expect("defer");
@@ -303,9 +319,9 @@ async fn claims_carry_their_owner(db: TestDb) {
         .expect("row");
     assert_eq!(
         (row.status, row.attempts, row.next_attempt_at),
-        (InboxStatus::Pending, e.attempts - 1, 4_100)
+        (InboxStatus::Pending, e.attempts - 1, UnixMs(4_100))
     );
-    s.probe_write(4_000)
+    s.probe_write(UnixMs(4_000))
         .await
         .expect("the database takes writes");
 }
@@ -315,6 +331,7 @@ both_backends!(
 );
 
 fn context_event(message_id: &str, event_type: &str, created_at: i64) -> store::NewContextEvent {
+    let created_at = UnixMs(created_at);
     store::NewContextEvent {
         chat_id: "oc_1".into(),
         chat_type: feishu_bridge::protocol::events::ChatType::Group,
@@ -353,7 +370,7 @@ fn write(events: Vec<store::NewContextEvent>, message_id: &str) -> store::RouteW
             verdict: feishu_bridge::routing::Verdict::Observed,
             reason: feishu_bridge::routing::Reason::NoMention,
             session_key: None,
-            created_at: 10,
+            created_at: UnixMs(10),
         },
         events,
         session: None,
@@ -406,7 +423,7 @@ async fn event_log_dedup_and_retention(db: TestDb) {
     ))
     .await
     .expect("write");
-    s.purge(5_000).await.expect("purge");
+    s.purge(UnixMs(5_000)).await.expect("purge");
     let left = s
         .thread_events("a", "oc_1", "om_root")
         .await

@@ -47,7 +47,10 @@ macro_rules! impl_database {
                 .await
             }
 
-            async fn probe_write(&self, now: i64) -> Result<(), $crate::store::StoreError> {
+            async fn probe_write(
+                &self,
+                now: $crate::util::UnixMs,
+            ) -> Result<(), $crate::store::StoreError> {
                 use sqlx::Connection as _;
                 $crate::store::bounded(self.timeout, async {
                     $crate::store::sql::connection::on_own_connection!(self.pool, |conn| async {

@@ -205,7 +205,7 @@ macro_rules! impl_event_log {
                 &self,
                 message_id: &str,
                 chat_id: &str,
-                now: i64,
+                now: $crate::util::UnixMs,
             ) -> Result<u64, $crate::store::StoreError> {
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;
@@ -230,7 +230,7 @@ macro_rules! impl_event_log {
                 .await
             }
 
-            async fn purge(&self, cutoff: i64) -> Result<(), $crate::store::StoreError> {
+            async fn purge(&self, cutoff: $crate::util::UnixMs) -> Result<(), $crate::store::StoreError> {
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;
                     for q in $crate::store::sql::event_log::PURGE {

@@ -121,11 +121,11 @@ pub(crate) struct InboxRow {
     event_type: String,
     message_id: Option<String>,
     payload: String,
-    received_at: i64,
+    received_at: crate::util::UnixMs,
     status: String,
     attempts: i64,
     last_error: Option<String>,
-    next_attempt_at: i64,
+    next_attempt_at: crate::util::UnixMs,
 }
 
 impl TryFrom<InboxRow> for InboxEvent {
@@ -183,7 +183,10 @@ pub(crate) fn in_arrival_order(rows: Vec<InboxRow>) -> Result<Vec<InboxEvent>, S
 }
 
 /// The statement and its `$2` (error) and `$3` (time) arguments for one [`Finish`].
-pub(crate) fn finish_statement(finish: &Finish, now: i64) -> (&'static str, Option<&str>, i64) {
+pub(crate) fn finish_statement(
+    finish: &Finish,
+    now: crate::util::UnixMs,
+) -> (&'static str, Option<&str>, crate::util::UnixMs) {
     match finish {
         Finish::Done => (FINISH_DONE, None, now),
         Finish::Retry { error, at } => (FINISH_RETRY, Some(error.as_str()), *at),
@@ -231,7 +234,7 @@ macro_rules! impl_inbox_store {
             async fn claim_inbox(
                 &self,
                 owner: &str,
-                now: i64,
+                now: $crate::util::UnixMs,
                 lease_ms: i64,
                 limit: i64,
             ) -> Result<Vec<$crate::store::InboxEvent>, $crate::store::StoreError> {
@@ -261,7 +264,7 @@ macro_rules! impl_inbox_store {
                 &self,
                 owner: &str,
                 ids: &[i64],
-                until: i64,
+                until: $crate::util::UnixMs,
             ) -> Result<(), $crate::store::StoreError> {
                 if ids.is_empty() {
                     return Ok(());
@@ -281,7 +284,7 @@ macro_rules! impl_inbox_store {
             async fn reclaim_inbox(
                 &self,
                 owner: &str,
-                now: i64,
+                now: $crate::util::UnixMs,
             ) -> Result<u64, $crate::store::StoreError> {
                 let every_claim = matches!($backend, $crate::store::Backend::Sqlite);
                 $crate::store::bounded(self.timeout, async {
@@ -300,7 +303,7 @@ macro_rules! impl_inbox_store {
                 &self,
                 id: i64,
                 finish: &$crate::store::Finish,
-                now: i64,
+                now: $crate::util::UnixMs,
             ) -> Result<(), $crate::store::StoreError> {
                 let (q, error, at) = $crate::store::sql::inbox::finish_statement(finish, now);
                 $crate::store::bounded(self.timeout, async {

@@ -79,7 +79,7 @@ macro_rules! impl_session_store {
                 key: &str,
                 history_scope: &str,
                 new_session_id: &str,
-                now: i64,
+                now: $crate::util::UnixMs,
             ) -> Result<Option<$crate::store::SessionRow>, $crate::store::StoreError> {
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;

@@ -82,7 +82,7 @@ macro_rules! impl_turn_store {
                 &self,
                 turn_id: &str,
                 output: &str,
-                now: i64,
+                now: $crate::util::UnixMs,
             ) -> Result<(), $crate::store::StoreError> {
                 $crate::store::bounded(self.timeout, async {
                     sqlx::query(
@@ -104,7 +104,7 @@ macro_rules! impl_turn_store {
                 turn_id: &str,
                 state: $crate::store::TurnState,
                 error: &str,
-                now: i64,
+                now: $crate::util::UnixMs,
             ) -> Result<bool, $crate::store::StoreError> {
                 $crate::store::bounded(self.timeout, async {
                     let r = sqlx::query($crate::store::sql::turns::END)
