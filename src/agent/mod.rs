@@ -13,7 +13,6 @@ pub use webhook::{PendingCallbacks, WebhookAgent};
 /// Who asked.
 #[derive(Debug, Clone, Serialize)]
 pub struct TurnSender {
-    /// open_id.
     pub open_id: String,
     /// Display name, when known.
     pub name: Option<String>,
@@ -24,7 +23,6 @@ pub struct TurnSender {
 pub struct ContextItem {
     /// `topic_root`, `human_message`, `agent_output`, …
     pub item_type: String,
-    /// Source.
     pub author_label: String,
     /// Text as injected.
     pub text: String,
@@ -37,23 +35,16 @@ pub struct ContextItem {
 pub struct AgentTurn {
     /// Unique per turn; the webhook's `webhook-id`.
     pub turn_id: String,
-    /// Profile.
     pub profile: String,
-    /// Session key.
     pub session_key: String,
-    /// Session id.
     pub session_id: String,
-    /// Chat.
     pub chat_id: String,
     /// `p2p` / `group`.
     pub chat_type: String,
-    /// Thread root.
     pub root_msg_id: String,
-    /// Request message.
     pub message_id: String,
     /// Who asked.
     pub sender: TurnSender,
-    /// The request text.
     pub request_text: String,
     /// The assembled prompt.
     pub prompt: String,
@@ -102,7 +93,6 @@ pub enum AgentError {
     /// The agent answered with an HTTP status that is not an answer.
     #[error("agent failed: agent answered HTTP {status}{}", detail_suffix(.detail))]
     Status {
-        /// The status.
         status: reqwest::StatusCode,
         /// What the server said about it: redacted, on one line and cut short.
         detail: Option<String>,

@@ -62,7 +62,6 @@ pub struct ServerConfig {
     pub allow_unauthenticated: bool,
     /// Require the admin token on `/metrics` too.
     pub protect_metrics: bool,
-    /// Log format.
     pub log_format: LogFormat,
     /// Whole-request timeout for every route.
     pub request_timeout_secs: u64,

@@ -17,7 +17,6 @@ use crate::{
 /// The facts of one message the records are made of.
 #[derive(Debug, Clone)]
 pub struct MessageFacts<'a> {
-    /// Recording profile.
     pub profile: &'a str,
     /// Its app id (the bridge id).
     pub app_id: &'a str,
@@ -27,7 +26,6 @@ pub struct MessageFacts<'a> {
     pub chat_type: ChatType,
     /// `omt_…`
     pub thread_id: Option<&'a str>,
-    /// The message.
     pub message_id: &'a str,
     /// `user`, `bot`, `app`.
     pub actor_type: &'a str,
@@ -39,7 +37,6 @@ pub struct MessageFacts<'a> {
     pub text: &'a str,
     /// Message type, mention flags, parent id.
     pub metadata: serde_json::Value,
-    /// History scope.
     pub history_scope: &'a str,
     /// This bot (the target of a request).
     pub bot_open_id: Option<&'a str>,

@@ -9,11 +9,9 @@ use super::selector::{Excluded, Selected};
 /// One selected item as explained.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SelectedItem {
-    /// Item id.
     pub item_id: i64,
     /// `topic_root`, `human_message`, `agent_output`, `quoted_reply`.
     pub item_type: String,
-    /// Source.
     pub author_label: String,
     /// Characters injected.
     pub chars: usize,
@@ -26,9 +24,7 @@ pub struct SelectedItem {
 /// An excluded item as explained.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExcludedItem {
-    /// Item id.
     pub item_id: i64,
-    /// Item type.
     pub item_type: String,
     /// `limit`, `chars`, `own_output`, `same_turn_request`, `recalled`, `mode`,
     /// `other_profile`, `command`, `in_thread_context`, `topic_root_block`.
@@ -76,13 +72,10 @@ pub struct TurnOutcome {
 /// One decision, explained.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Explanation {
-    /// Decision id.
     pub decision_id: i64,
-    /// Profile.
     pub profile: String,
     /// The profile's app id.
     pub bridge_id: String,
-    /// Thread root.
     pub root_msg_id: String,
     /// The request message.
     pub message_id: String,
@@ -90,9 +83,7 @@ pub struct Explanation {
     pub mode: String,
     /// `shared`, `owner_only`, or `dm`.
     pub workspace_mode: String,
-    /// Session.
     pub session_key: String,
-    /// The request text.
     pub request_text: String,
     /// Characters of injected context (thread, history, topic root, quote).
     pub context_chars: usize,

@@ -22,21 +22,16 @@ use crate::config::WorkspaceMode;
 /// A recorded item the selector may pick (the store maps its rows to it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate {
-    /// Item id.
     pub item_id: i64,
     /// Its event id (write order).
     pub event_id: i64,
     /// What the item is.
     pub item_type: ItemType,
-    /// Recording profile.
     pub bot_profile: String,
-    /// Recording profile's app id.
     pub bridge_id: String,
     /// The message it came from.
     pub message_id: String,
-    /// Shown source.
     pub author_label: String,
-    /// Text.
     pub text: String,
     /// Cut at record time.
     pub truncated: bool,
@@ -68,13 +63,11 @@ pub struct Request<'a> {
 /// One selected item.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Selected {
-    /// Item id.
     pub item_id: i64,
     /// The message whose text this is (a recall of it must reach the decision).
     pub message_id: String,
     /// What the item is.
     pub item_type: ItemType,
-    /// Source label.
     pub author_label: String,
     /// Text as injected.
     pub text: String,
@@ -85,7 +78,6 @@ pub struct Selected {
 /// One candidate that was not selected, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Excluded {
-    /// Item id.
     pub item_id: i64,
     /// What the item is.
     pub item_type: ItemType,
@@ -100,7 +92,6 @@ pub struct Diagnostics {
     pub candidates: usize,
     /// Eligible before trimming.
     pub eligible: usize,
-    /// Selected.
     pub selected: usize,
     /// Characters of the eligible items.
     pub chars_before: usize,

@@ -42,7 +42,6 @@ pub enum OpenApiError {
     /// The answer did not decode into the documented shape.
     #[error("unexpected Open API answer ({endpoint}): {source}")]
     Shape {
-        /// The endpoint.
         endpoint: &'static str,
         /// Why it did not decode: kind and path, never a value.
         #[source]
@@ -51,7 +50,6 @@ pub enum OpenApiError {
     /// The answer decoded but lacks a part it must have.
     #[error("unexpected Open API answer ({endpoint}): no {missing}")]
     Missing {
-        /// The endpoint.
         endpoint: &'static str,
         /// What is missing, e.g. `bot.open_id`.
         missing: &'static str,

@@ -17,7 +17,6 @@ use crate::{
 pub struct Reply {
     /// Sending profile.
     pub profile: String,
-    /// Chat.
     pub chat_id: String,
     /// The message replied to.
     pub reply_to: Option<String>,
@@ -26,7 +25,6 @@ pub struct Reply {
     pub in_thread: bool,
     /// What it is.
     pub kind: ReplyKind,
-    /// Text.
     pub text: String,
     /// The turn it belongs to: its parts' uuids derive from it, so a reply re-sent
     /// after a restart posts at most once.
@@ -38,7 +36,6 @@ pub struct Reply {
 pub struct CardReply {
     /// Sending profile.
     pub profile: String,
-    /// Chat.
     pub chat_id: String,
     /// The message replied to.
     pub reply_to: Option<String>,

@@ -83,7 +83,6 @@ pub(super) struct Shaped;
 /// The error body.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
-    /// The error.
     pub error: ErrorDetail,
 }
 

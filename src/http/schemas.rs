@@ -10,11 +10,9 @@ use utoipa::ToSchema;
 #[schema(as = SelectedItem)]
 #[allow(dead_code)] // a schema only: never built
 pub struct SelectedItemSchema {
-    /// Item id.
     item_id: i64,
     /// `topic_root`, `human_message`, `agent_output`, `quoted_reply`.
     item_type: String,
-    /// Source.
     author_label: String,
     /// Characters injected.
     chars: usize,
@@ -29,9 +27,7 @@ pub struct SelectedItemSchema {
 #[schema(as = ExcludedItem)]
 #[allow(dead_code)] // a schema only: never built
 pub struct ExcludedItemSchema {
-    /// Item id.
     item_id: i64,
-    /// Item type.
     item_type: String,
     /// `limit`, `chars`, `own_output`, `same_turn_request`, `recalled`, `mode`,
     /// `other_profile`, `command`, `in_thread_context`, `topic_root_block`.
@@ -60,13 +56,10 @@ pub struct TurnOutcomeSchema {
 #[schema(as = Explanation)]
 #[allow(dead_code)] // a schema only: never built
 pub struct ExplanationSchema {
-    /// Decision id.
     decision_id: i64,
-    /// Profile.
     profile: String,
     /// The profile's app id.
     bridge_id: String,
-    /// Thread root.
     root_msg_id: String,
     /// The request message.
     message_id: String,
@@ -74,9 +67,7 @@ pub struct ExplanationSchema {
     mode: String,
     /// `shared`, `owner_only`, or `dm`.
     workspace_mode: String,
-    /// Session.
     session_key: String,
-    /// The request text.
     request_text: String,
     /// Characters of injected context (thread, history, topic root, quote).
     context_chars: usize,

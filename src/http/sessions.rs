@@ -20,9 +20,7 @@ pub struct SessionBody {
     /// `dm:<open_id>`, `group:<chat_id>`, `group-user:<chat_id>:<open_id>` or
     /// `thread:<chat_id>:<root_id>`.
     pub session_key: String,
-    /// Profile.
     pub profile: String,
-    /// Chat.
     pub chat_id: String,
     /// `p2p` or `group`.
     pub chat_type: String,

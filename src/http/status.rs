@@ -13,7 +13,6 @@ pub struct StatusBody {
     pub version: &'static str,
     /// Seconds since start.
     pub uptime_secs: u64,
-    /// Database.
     pub database: DatabaseStatus,
     /// Configured profiles.
     pub profiles: Vec<ProfileStatus>,
@@ -35,7 +34,6 @@ pub struct DatabaseStatus {
 /// One profile, without its secrets.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ProfileStatus {
-    /// URL name.
     pub name: String,
     /// Feishu app id (the profile's bridge id).
     pub app_id: String,
@@ -65,17 +63,13 @@ pub struct InboxStatusBody {
 /// A failing event.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct InboxProblemBody {
-    /// Profile.
     pub profile: String,
-    /// Event id.
     pub event_id: String,
-    /// Event type.
     pub event_type: String,
     /// `pending` (will retry) or `failed`.
     pub status: &'static str,
     /// Attempts so far.
     pub attempts: i64,
-    /// Last error.
     pub last_error: Option<String>,
 }
 

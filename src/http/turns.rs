@@ -20,15 +20,11 @@ use crate::{
 pub struct TurnBody {
     /// `turn_<hex>`; also the webhook agent's `webhook-id`.
     pub turn_id: String,
-    /// Profile.
     pub profile: String,
-    /// Session key.
     pub session_key: String,
     /// Session id it ran in (set when it started).
     pub session_id: Option<String>,
-    /// Chat.
     pub chat_id: String,
-    /// Request message.
     pub message_id: String,
     /// `queued`, `running`, `succeeded`, `failed` or `cancelled`.
     pub state: String,

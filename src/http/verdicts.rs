@@ -21,7 +21,6 @@ pub struct MessageQuery {
 /// The routing verdicts of one message.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MessageVerdicts {
-    /// The message.
     pub message_id: String,
     /// One per profile that received it.
     pub verdicts: Vec<VerdictBody>,
@@ -30,7 +29,6 @@ pub struct MessageVerdicts {
 /// One profile's verdict.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct VerdictBody {
-    /// Profile.
     pub profile: String,
     /// `ignored`, `observed` (recorded as context) or `invoked` (a turn or command).
     pub verdict: String,

@@ -30,7 +30,6 @@ pub enum CommandError {
 /// One command invocation.
 #[derive(Debug)]
 pub struct CommandCall<'a> {
-    /// The command.
     pub command: &'a Command,
     /// The caller's session (created if it was new).
     pub session: &'a SessionRow,

@@ -37,9 +37,7 @@ const CLAIM_BATCH: i64 = 32;
 pub struct Processed {
     /// Inbox row id.
     pub id: i64,
-    /// Profile.
     pub profile: String,
-    /// Event id.
     pub event_id: String,
     /// What became of the attempt.
     pub outcome: Outcome,
@@ -59,13 +57,11 @@ crate::spelled! {
 
 /// The worker loop and what it needs.
 pub struct Worker {
-    /// Store.
     pub store: Arc<dyn InboxStore>,
     /// What processing means.
     pub pipeline: Arc<Pipeline>,
     /// Tuning.
     pub config: WorkerConfig,
-    /// Metrics.
     pub metrics: Metrics,
     /// Poked by the committer when new work arrived.
     pub wake: Arc<Notify>,

@@ -12,9 +12,7 @@ use crate::{
 /// Which decision to explain.
 #[derive(Debug, Clone, Default)]
 pub struct Query<'a> {
-    /// Profile.
     pub profile: &'a str,
-    /// Thread root.
     pub root_msg_id: &'a str,
     /// A specific request message (its latest decision).
     pub message_id: Option<&'a str>,

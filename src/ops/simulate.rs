@@ -21,7 +21,6 @@ use crate::{
 pub struct Step {
     /// Message id (generated when absent).
     pub id: Option<String>,
-    /// Chat id.
     pub chat: Option<String>,
     /// Thread root: the message is a reply in that thread.
     pub root: Option<String>,

@@ -121,7 +121,6 @@ pub struct UserIds {
 pub struct MessageReceive {
     /// Who sent it.
     pub sender: Sender,
-    /// The message.
     pub message: Message,
 }
 
@@ -189,7 +188,6 @@ pub struct Mention {
 pub struct MessageRecalled {
     /// The recalled message.
     pub message_id: String,
-    /// Its chat.
     pub chat_id: String,
     /// ms, as a string.
     #[serde(default)]
@@ -207,7 +205,6 @@ pub struct CardAction {
     /// Token for a delayed card update.
     #[serde(default)]
     pub token: Option<String>,
-    /// The action.
     pub action: Action,
     /// Where the card lives.
     #[serde(default)]
@@ -255,7 +252,6 @@ pub struct LegacyCardAction {
     /// Token for a delayed card update.
     #[serde(default)]
     pub token: Option<String>,
-    /// The action.
     pub action: Action,
 }
 

@@ -21,7 +21,6 @@ use super::{
 pub struct Credentials<'a> {
     /// The Encrypt Key and its derived AES key, when configured.
     pub encrypt: Option<(&'a str, &'a AesKey)>,
-    /// The Verification Token.
     pub verification_token: &'a str,
 }
 

@@ -54,7 +54,6 @@ impl Record {
 /// The routing of one message for one profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
-    /// The verdict.
     pub verdict: Verdict,
     /// Why.
     pub reason: Reason,
@@ -94,7 +93,6 @@ pub struct Inbound<'a> {
     pub place: &'a Place,
     /// Who sent it.
     pub sender: Sender<'a>,
-    /// Its content.
     pub content: &'a Normalized,
     /// The profile injects topic roots (an empty @ in a thread is then a task on the
     /// topic).

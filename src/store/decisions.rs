@@ -8,15 +8,11 @@ use crate::util::UnixMs;
 /// A context decision to record (and, with its id, as read back).
 #[derive(Debug, Clone, PartialEq, Eq, Default, sqlx::FromRow)]
 pub struct NewDecision {
-    /// Chat.
     pub chat_id: String,
-    /// Thread root.
     pub root_msg_id: String,
-    /// Request message.
     pub message_id: String,
     /// Profile's app id.
     pub bridge_id: String,
-    /// Profile.
     pub bot_profile: String,
     /// This bot's open_id.
     pub target_id: Option<String>,
@@ -24,11 +20,9 @@ pub struct NewDecision {
     pub workspace_mode: String,
     /// Context mode(s) used.
     pub mode: String,
-    /// Session key.
     pub session_key: String,
     /// Session id at the time.
     pub session_id: String,
-    /// Request text.
     pub request_text: String,
     /// Rendered injected context.
     pub thread_context: String,
@@ -38,7 +32,6 @@ pub struct NewDecision {
     pub selected_json: String,
     /// Excluded items with reasons, JSON array.
     pub excluded_json: String,
-    /// The prompt.
     pub prompt_preview: String,
     /// Diagnostics, JSON object.
     pub diagnostics_json: String,

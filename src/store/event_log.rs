@@ -25,7 +25,6 @@ pub struct NewContextEvent {
     pub root_msg_id: String,
     /// `omt_…`, for thread messages.
     pub thread_id: Option<String>,
-    /// The message.
     pub message_id: String,
     /// What the record is.
     pub event_type: EventType,
@@ -39,7 +38,6 @@ pub struct NewContextEvent {
     pub bot_profile: String,
     /// The bot a request targets.
     pub target_id: Option<String>,
-    /// Its name.
     pub target_name: Option<String>,
     /// The session key the record belongs to.
     pub session_name: Option<String>,
@@ -74,11 +72,8 @@ pub struct NewItem {
 /// A routing verdict to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewVerdict {
-    /// Profile.
     pub profile: String,
-    /// Message.
     pub message_id: String,
-    /// Chat.
     pub chat_id: String,
     /// Ignored, observed or invoked.
     pub verdict: Verdict,
@@ -92,11 +87,8 @@ pub struct NewVerdict {
 /// A stored verdict.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct VerdictRow {
-    /// Profile.
     pub profile: String,
-    /// Message.
     pub message_id: String,
-    /// Chat.
     pub chat_id: String,
     /// Ignored, observed or invoked.
     #[sqlx(try_from = "String")]
@@ -140,37 +132,28 @@ pub struct Routed {
 pub struct ContextEventRow {
     /// Event id (write order).
     pub id: i64,
-    /// Chat.
     pub chat_id: String,
-    /// Thread root.
     pub root_msg_id: String,
-    /// Message.
     pub message_id: String,
     /// Event type.
     #[sqlx(try_from = "String")]
     pub event_type: EventType,
     /// `user`, `bot`, `app`.
     pub actor_type: String,
-    /// Sender.
     pub actor_id: String,
-    /// Recording profile.
     pub bot_profile: String,
-    /// Recording profile's app id.
     pub bridge_id: String,
     /// Session key.
     pub session_name: Option<String>,
-    /// History scope.
     pub history_scope: String,
     /// Text ('' once recalled).
     pub text: String,
-    /// Recalled.
     pub recalled: bool,
     pub created_at: UnixMs,
     /// Item id, when the event has one.
     pub item_id: Option<i64>,
     /// Item author label.
     pub author_label: Option<String>,
-    /// Item text.
     pub item_text: Option<String>,
 }
 

@@ -29,11 +29,9 @@ crate::spelled! {
 /// A verified event on its way into the inbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewInboxEvent {
-    /// Profile name.
     pub profile: String,
     /// Unique per profile.
     pub event_id: String,
-    /// Event type.
     pub event_type: String,
     /// For message events: also unique per profile.
     pub message_id: Option<String>,
@@ -109,18 +107,14 @@ pub enum InsertOutcome {
 pub struct InboxEvent {
     /// Row id (arrival order).
     pub id: i64,
-    /// Profile name.
     pub profile: String,
-    /// Event id.
     pub event_id: String,
-    /// Event type.
     pub event_type: String,
     /// Message id, for message events.
     pub message_id: Option<String>,
     /// Decrypted JSON text.
     pub payload: String,
     pub received_at: UnixMs,
-    /// Status.
     pub status: InboxStatus,
     /// Processing attempts started.
     pub attempts: i64,
@@ -146,17 +140,13 @@ pub struct InboxCounts {
 /// A failed or retrying event, for `/status`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InboxProblem {
-    /// Profile name.
     pub profile: String,
-    /// Event id.
     pub event_id: String,
-    /// Event type.
     pub event_type: String,
     /// Status (`pending` = will retry, `failed` = gave up).
     pub status: InboxStatus,
     /// Attempts so far.
     pub attempts: i64,
-    /// Last error.
     pub last_error: Option<String>,
 }
 

@@ -24,15 +24,12 @@ crate::spelled! {
 /// A reply to record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewOutbound {
-    /// Profile.
     pub profile: String,
-    /// Chat.
     pub chat_id: String,
     /// The message replied to.
     pub reply_to: Option<String>,
     /// What it is.
     pub kind: ReplyKind,
-    /// Text.
     pub text: String,
     pub created_at: UnixMs,
 }
@@ -40,18 +37,14 @@ pub struct NewOutbound {
 /// A recorded reply.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct OutboundRow {
-    /// Row id.
     pub id: i64,
-    /// Profile.
     pub profile: String,
-    /// Chat.
     pub chat_id: String,
     /// The message replied to.
     pub reply_to: Option<String>,
     /// Kind.
     #[sqlx(try_from = "String")]
     pub kind: ReplyKind,
-    /// Text.
     pub text: String,
     pub created_at: UnixMs,
 }

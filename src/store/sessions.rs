@@ -10,13 +10,11 @@ use crate::util::UnixMs;
 /// A session mapping to create (or touch, when it exists).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewSession {
-    /// Profile.
     pub profile: String,
     /// `dm:…`, `group:…`, `group-user:…`, `thread:…`
     pub session_key: String,
     /// Used only when the mapping is new.
     pub session_id: String,
-    /// Chat.
     pub chat_id: String,
     /// Private or group.
     pub chat_type: ChatType,
@@ -32,22 +30,16 @@ pub struct NewSession {
 /// A stored session mapping.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct SessionRow {
-    /// Profile.
     pub profile: String,
-    /// Session key.
     pub session_key: String,
     /// Agent-side session id; rotates on `/new` and `/reset`.
     pub session_id: String,
-    /// Chat.
     pub chat_id: String,
     /// Private or group.
     #[sqlx(try_from = "String")]
     pub chat_type: ChatType,
-    /// User.
     pub user_id: Option<String>,
-    /// Thread root.
     pub root_msg_id: Option<String>,
-    /// History scope.
     pub history_scope: String,
     /// The topic root was injected into this session's first turn.
     pub topic_root_prompt_delivered: bool,

@@ -28,15 +28,10 @@ crate::spelled! {
 pub struct NewTurn {
     /// `turn_<hex>`: the webhook id, and the seed of its replies' uuids.
     pub turn_id: String,
-    /// Profile.
     pub profile: String,
-    /// Session key.
     pub session_key: String,
-    /// Chat.
     pub chat_id: String,
-    /// Request message.
     pub message_id: String,
-    /// Request text.
     pub request_text: String,
     /// Everything needed to run it again after a restart (JSON).
     pub job_json: String,
@@ -50,15 +45,11 @@ pub struct TurnRow {
     pub id: i64,
     /// `turn_<hex>`.
     pub turn_id: String,
-    /// Profile.
     pub profile: String,
-    /// Session key.
     pub session_key: String,
     /// The session id it ran in (set when it starts).
     pub session_id: Option<String>,
-    /// Chat.
     pub chat_id: String,
-    /// Request message.
     pub message_id: String,
     /// Request text (emptied when the request is recalled).
     pub request_text: String,
@@ -87,7 +78,6 @@ pub struct TurnRow {
 /// Everything a delivered answer writes, in one transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnCompletion {
-    /// The turn.
     pub turn_id: String,
     /// The posted reply.
     pub reply_message_id: String,
@@ -101,7 +91,6 @@ pub struct TurnCompletion {
 /// What starting a turn writes.
 #[derive(Debug, Clone, Copy)]
 pub struct TurnStart<'a> {
-    /// The turn.
     pub turn_id: &'a str,
     /// Its context decision (whose `session_id` the turn runs in).
     pub decision: &'a NewDecision,
@@ -115,18 +104,14 @@ pub struct TurnStart<'a> {
 pub struct StartedTurn {
     /// Its row id (queue order).
     pub row_id: i64,
-    /// Its decision.
     pub decision_id: i64,
 }
 
 /// Filter for listing turns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TurnFilter {
-    /// Profile.
     pub profile: Option<String>,
-    /// Session key.
     pub session_key: Option<String>,
-    /// State.
     pub state: Option<String>,
     /// At most this many, newest first.
     pub limit: i64,

@@ -18,33 +18,24 @@ use crate::{
 pub struct TurnJob {
     /// `turn_<hex>`.
     pub turn_id: String,
-    /// Profile.
     pub profile: String,
-    /// Its app id.
     pub app_id: String,
-    /// Session key.
     pub session_key: String,
-    /// Chat.
     pub chat_id: String,
     /// `p2p` / `group`.
     pub chat_type: ChatType,
     /// Private chat.
     pub is_dm: bool,
-    /// Thread root.
     pub root_msg_id: String,
     /// `omt_…`
     pub thread_id: Option<String>,
-    /// Request message.
     pub message_id: String,
     /// The message it quotes.
     pub parent_id: Option<String>,
-    /// Request text.
     pub request_text: String,
-    /// Sender open_id.
     pub sender_open_id: String,
     /// Sender display name, when known.
     pub sender_name: Option<String>,
-    /// History scope.
     pub history_scope: String,
     /// Workspace mode (`None` in private chats).
     pub workspace_mode: Option<WorkspaceMode>,
@@ -131,11 +122,9 @@ pub(super) enum TurnError {
 /// A finished turn, broadcast for observers (tests, tools).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnDone {
-    /// Its profile.
     pub profile: String,
     /// The request message.
     pub message_id: String,
-    /// The turn.
     pub turn_id: String,
     /// How it ended.
     pub outcome: Outcome,
