@@ -14,34 +14,46 @@ use crate::{
     util::UnixMs,
 };
 
-/// The facts of one message the records are made of.
+/// One message as the bridge records it: where it sits, who sent it (and how the agent
+/// is shown the sender), its normalized text, and the facts kept with it. Built once per
+/// routed message; its records, verdict, session and turn are all made from it.
 #[derive(Debug, Clone)]
-pub struct MessageFacts<'a> {
-    pub profile: &'a str,
-    /// Its app id (the bridge id).
-    pub app_id: &'a str,
+pub struct Message {
+    /// The profile recording it.
+    pub profile: String,
+    /// That profile's app id (its bridge id).
+    pub app_id: String,
     /// Where the message sits.
-    pub place: &'a Place,
+    pub place: Place,
     /// Private or group.
     pub chat_type: ChatType,
     /// `omt_…`
-    pub thread_id: Option<&'a str>,
-    pub message_id: &'a str,
+    pub thread_id: Option<String>,
+    pub message_id: String,
+    /// The message it quotes.
+    pub parent_id: Option<String>,
     /// `user`, `bot`, `app`.
-    pub actor_type: &'a str,
-    /// The sender's id.
-    pub actor_id: &'a str,
+    pub actor_type: String,
+    /// The sender's open_id.
+    pub actor_id: String,
     /// How the sender is shown to the agent.
-    pub author_label: &'a str,
+    pub author_label: String,
     /// Normalized text.
-    pub text: &'a str,
+    pub text: String,
     /// Message type, mention flags, parent id.
     pub metadata: serde_json::Value,
-    pub history_scope: &'a str,
+    pub history_scope: String,
     /// This bot (the target of a request).
-    pub bot_open_id: Option<&'a str>,
+    pub bot_open_id: Option<String>,
     /// When it was sent.
     pub created_at: UnixMs,
+}
+
+impl Message {
+    /// The sender's display name, when one is known (not just the open_id).
+    pub fn sender_name(&self) -> Option<String> {
+        (self.author_label != self.actor_id).then(|| self.author_label.clone())
+    }
 }
 
 /// The event-log record routing asked for.
@@ -55,7 +67,7 @@ fn event_type(r: Record) -> EventType {
 }
 
 /// The records of one routed message.
-pub fn records(route: &Route, m: &MessageFacts<'_>) -> Vec<NewContextEvent> {
+pub fn records(route: &Route, m: &Message) -> Vec<NewContextEvent> {
     route
         .records
         .iter()
@@ -69,9 +81,9 @@ pub fn records(route: &Route, m: &MessageFacts<'_>) -> Vec<NewContextEvent> {
                 } else {
                     Role::Bot
                 },
-                author_label: m.author_label.into(),
-                text: m.text.into(),
-                token_estimate: token_estimate(m.text),
+                author_label: m.author_label.clone(),
+                text: m.text.clone(),
+                token_estimate: token_estimate(&m.text),
                 truncated: false,
             });
             let targeted = matches!(r, Record::UserRequest | Record::Command);
@@ -79,18 +91,18 @@ pub fn records(route: &Route, m: &MessageFacts<'_>) -> Vec<NewContextEvent> {
                 chat_id: m.place.chat_id.clone(),
                 chat_type: m.chat_type,
                 root_msg_id: m.place.root_msg_id.clone(),
-                thread_id: m.thread_id.map(str::to_string),
-                message_id: m.message_id.into(),
+                thread_id: m.thread_id.clone(),
+                message_id: m.message_id.clone(),
                 event_type,
-                actor_type: m.actor_type.into(),
-                actor_id: m.actor_id.into(),
-                bridge_id: m.app_id.into(),
-                bot_profile: m.profile.into(),
-                target_id: m.bot_open_id.filter(|_| targeted).map(str::to_string),
-                target_name: targeted.then(|| m.profile.to_string()),
+                actor_type: m.actor_type.clone(),
+                actor_id: m.actor_id.clone(),
+                bridge_id: m.app_id.clone(),
+                bot_profile: m.profile.clone(),
+                target_id: m.bot_open_id.clone().filter(|_| targeted),
+                target_name: targeted.then(|| m.profile.clone()),
                 session_name: route.session_key.clone(),
-                history_scope: m.history_scope.into(),
-                text: m.text.into(),
+                history_scope: m.history_scope.clone(),
+                text: m.text.clone(),
                 metadata_json: m.metadata.to_string(),
                 created_at: m.created_at,
                 item,

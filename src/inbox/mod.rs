@@ -3,6 +3,7 @@
 pub mod commands;
 pub mod committer;
 pub mod pipeline;
+pub mod routed;
 pub mod worker;
 
 pub use committer::{CommitError, Committer};

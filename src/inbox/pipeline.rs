@@ -11,21 +11,20 @@ use tokio::time::Instant;
 
 use crate::{
     config::Config,
-    context::collector::{self, MessageFacts},
+    context::collector::{self, Message},
     feishu_api::identity::Identities,
     feishu_api::outbound::{Outbound, OutboundError},
-    inbox::commands::{self, CommandCall, CommandError},
+    inbox::commands::{self, CommandError},
+    inbox::routed::RoutedMessage,
     protocol::{
         content,
         events::{self, ChatType, MessageReceive, TypedEvent},
     },
     routing::{self, Inbound, Place, Reason, Sender, Verdict},
-    store::{
-        EventLog, InboxEvent, NewSession, NewVerdict, RouteWrite, SessionStore, Store, StoreError,
-    },
+    store::{EventLog, InboxEvent, NewVerdict, SessionStore, Store, StoreError},
+    turns::TurnRunner,
     turns::queue::SessionQueues,
-    turns::{TurnJob, TurnRunner},
-    util::{UnixMs, new_session_id},
+    util::UnixMs,
 };
 
 /// Why an event could not be processed. Messages never contain payload content.
@@ -140,17 +139,49 @@ impl Pipeline {
         Some(UnixMs::now() - Duration::from_secs(days * 24 * 3600))
     }
 
+    /// Routes one message and records it; then runs its command or queues its turn.
     async fn on_message(
         &self,
         profile_name: &str,
         ev: &MessageReceive,
     ) -> Result<(), ProcessError> {
+        let Some(routed) = self.route(profile_name, ev).await? else {
+            return Ok(());
+        };
+        self.purge_if_due().await;
+        let now = UnixMs::now();
+        let stored = self.log.apply_route(&routed.write(now)).await?;
+        let (m, r) = (&routed.message, &routed.route);
+        tracing::info!(profile = profile_name, message_id = %m.message_id, verdict = %r.verdict, reason = %r.reason, session_key = ?r.session_key, fresh = stored.fresh, "message routed");
+        let Some(session) = stored.session else {
+            return Ok(());
+        };
+        if let Some(call) = routed.command(&session) {
+            let sessions = self.sessions.as_ref();
+            return commands::execute(sessions, &self.queues, self.outbound.as_ref(), &call)
+                .await
+                .map_err(ProcessError::from);
+        }
+        // Routed before: its turn was queued then (and runs, or is recovered).
+        if let Some(job) = routed.job.filter(|_| stored.fresh) {
+            self.turns.submit(&self.queues, job);
+        }
+        Ok(())
+    }
+
+    /// The message as recorded and the route it takes; `None` for a profile no longer
+    /// configured.
+    async fn route(
+        &self,
+        profile_name: &str,
+        ev: &MessageReceive,
+    ) -> Result<Option<RoutedMessage>, StoreError> {
         let Some(profile) = self.config.profile(profile_name) else {
             tracing::warn!(
                 profile = profile_name,
                 "event for a profile no longer configured; dropped"
             );
-            return Ok(());
+            return Ok(None);
         };
         let msg = &ev.message;
         let bot = self.identities.get(profile_name);
@@ -160,7 +191,6 @@ impl Pipeline {
             &msg.mentions,
             bot.as_deref(),
         );
-        let now = UnixMs::now();
         let chat_type = ChatType::of(&msg.chat_type);
         let place = Place::of(
             &msg.chat_id,
@@ -189,118 +219,42 @@ impl Pipeline {
         let author_label = self
             .author_label(profile_name, &sender, &actor_id, bot.as_deref())
             .await?;
-        let history_scope = place.history_scope(profile);
-        let created_at = msg
-            .create_time
-            .as_deref()
-            .and_then(|t| t.parse::<i64>().ok())
-            .map_or(now, UnixMs);
-        let facts = MessageFacts {
-            profile: profile_name,
-            app_id: &profile.app_id,
-            place: &place,
+        let message = Message {
+            profile: profile_name.to_string(),
+            app_id: profile.app_id.clone(),
+            history_scope: place.history_scope(profile),
+            place,
             chat_type,
-            thread_id: msg.thread_id.as_deref(),
-            message_id: &msg.message_id,
-            actor_type: &ev.sender.sender_type,
-            actor_id: &actor_id,
-            author_label: &author_label,
-            text: &content.text,
+            thread_id: msg.thread_id.clone(),
+            message_id: msg.message_id.clone(),
+            parent_id: msg.parent_id.clone(),
+            actor_type: ev.sender.sender_type.clone(),
+            actor_id,
+            author_label,
             metadata: collector::metadata(
                 &msg.message_type,
                 content.placeholder,
                 content.mentions_all,
                 msg.parent_id.as_deref(),
             ),
-            history_scope: &history_scope,
-            bot_open_id: bot.as_deref(),
-            created_at,
+            text: content.text,
+            bot_open_id: bot,
+            created_at: msg
+                .create_time
+                .as_deref()
+                .and_then(|t| t.parse::<i64>().ok())
+                .map_or_else(UnixMs::now, UnixMs),
         };
-        // An invocation without a command starts a turn, queued in the routing transaction
-        // so that a crash right after it cannot lose it.
-        let job = match (&route.session_key, &route.command) {
-            (Some(key), None) => Some(TurnJob {
-                turn_id: TurnJob::new_id(),
-                profile: profile_name.to_string(),
-                app_id: profile.app_id.clone(),
-                session_key: key.clone(),
-                chat_id: msg.chat_id.clone(),
-                chat_type,
-                is_dm: place.is_dm,
-                root_msg_id: place.root_msg_id.clone(),
-                thread_id: msg.thread_id.clone(),
-                message_id: msg.message_id.clone(),
-                parent_id: msg.parent_id.clone(),
-                request_text: content.text.clone(),
-                sender_open_id: actor_id.clone(),
-                sender_name: (author_label != actor_id).then(|| author_label.clone()),
-                history_scope: history_scope.clone(),
-                workspace_mode: route.mode,
-            }),
-            _ => None,
-        };
-        let write = RouteWrite {
-            verdict: NewVerdict {
-                profile: profile_name.into(),
-                message_id: msg.message_id.clone(),
-                chat_id: msg.chat_id.clone(),
-                verdict: route.verdict,
-                reason: route.reason,
-                session_key: route.session_key.clone(),
-                created_at: now,
-            },
-            events: collector::records(&route, &facts),
-            session: route.session_key.as_ref().map(|key| NewSession {
-                profile: profile_name.into(),
-                session_key: key.clone(),
-                session_id: new_session_id(),
-                chat_id: msg.chat_id.clone(),
-                chat_type,
-                user_id: Some(actor_id.clone()),
-                root_msg_id: (!place.is_dm).then(|| place.root_msg_id.clone()),
-                history_scope: history_scope.clone(),
-                now,
-            }),
-            names: content.names.clone(),
-            turn: job.as_ref().map(|j| j.to_new_turn(now)),
-        };
-        if let Some(cutoff) = self.purge_due() {
-            // Retention rides on message traffic, in its own short transaction; a failure
-            // only waits for the next round.
-            if let Err(e) = self.log.purge(cutoff).await {
-                tracing::warn!(error = %e, "retention purge failed");
-            }
-        }
-        let routed = self.log.apply_route(&write).await?;
-        tracing::info!(profile = profile_name, message_id = %msg.message_id, verdict = %route.verdict, reason = %route.reason, session_key = ?route.session_key, fresh = routed.fresh, "message routed");
+        Ok(Some(RoutedMessage::new(message, route, content.names)))
+    }
 
-        let Some(session) = routed.session else {
-            return Ok(());
-        };
-        match (&route.command, job) {
-            (Some(command), _) => {
-                let call = CommandCall {
-                    command,
-                    session: &session,
-                    history_scope: &history_scope,
-                    message_id: &msg.message_id,
-                };
-                commands::execute(
-                    self.sessions.as_ref(),
-                    &self.queues,
-                    self.outbound.as_ref(),
-                    &call,
-                )
-                .await
-                .map_err(ProcessError::from)
-            }
-            // Routed before: its turn was queued then (and runs, or is recovered).
-            (None, Some(job)) if routed.fresh => {
-                self.turns.submit(&self.queues, job);
-                Ok(())
-            }
-            (None, Some(_)) => Ok(()),
-            (None, None) => Ok(()),
+    /// Retention rides on message traffic, in its own short transaction; a failure only
+    /// waits for the next round.
+    async fn purge_if_due(&self) {
+        if let Some(cutoff) = self.purge_due()
+            && let Err(e) = self.log.purge(cutoff).await
+        {
+            tracing::warn!(error = %e, "retention purge failed");
         }
     }
 

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     config::WorkspaceMode,
+    context::collector::Message,
     feishu_api::outbound::{OutboundError, Reply},
     protocol::events::ChatType,
     store::ReplyKind,
@@ -45,6 +46,28 @@ impl TurnJob {
     /// A fresh turn id.
     pub fn new_id() -> String {
         format!("turn_{:032x}", rand::random::<u128>())
+    }
+
+    /// The turn of the request `m`, in session `session_key` (a fresh turn id).
+    pub fn for_request(m: &Message, session_key: &str, mode: Option<WorkspaceMode>) -> Self {
+        Self {
+            turn_id: Self::new_id(),
+            profile: m.profile.clone(),
+            app_id: m.app_id.clone(),
+            session_key: session_key.to_string(),
+            chat_id: m.place.chat_id.clone(),
+            chat_type: m.chat_type,
+            is_dm: m.place.is_dm,
+            root_msg_id: m.place.root_msg_id.clone(),
+            thread_id: m.thread_id.clone(),
+            message_id: m.message_id.clone(),
+            parent_id: m.parent_id.clone(),
+            request_text: m.text.clone(),
+            sender_open_id: m.actor_id.clone(),
+            sender_name: m.sender_name(),
+            history_scope: m.history_scope.clone(),
+            workspace_mode: mode,
+        }
     }
 
     /// The row that queues this job.
