@@ -1,7 +1,7 @@
 //! Assembling the application from its configuration, starting its background tasks
 //! (committers, the worker, turn recovery), serving it, and stopping it.
 
-use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use tokio::{
@@ -30,10 +30,16 @@ use crate::{
 /// A started bridge: state, background tasks, and the means to stop them.
 pub struct Bridge {
     state: AppState,
-    worker_stop: CancellationToken,
-    committer_stop: CancellationToken,
-    turns_stop: CancellationToken,
+    stops: Stops,
     tasks: Vec<JoinHandle<()>>,
+}
+
+/// What stops each kind of background task.
+#[derive(Default)]
+struct Stops {
+    worker: CancellationToken,
+    committer: CancellationToken,
+    turns: CancellationToken,
 }
 
 impl Bridge {
@@ -50,24 +56,21 @@ impl Bridge {
     pub async fn start_on(config: Config, store: Arc<dyn Store>) -> anyhow::Result<Self> {
         store.migrate().await.context("database migration failed")?;
         let bridge = Self::with_store(config, store);
-        bridge
-            .state
+        let state = &bridge.state;
+        let stop = bridge.stops.worker.clone();
+        state
             .identities
-            .resolve(
-                &bridge.state.config,
-                &bridge.state.clients,
-                bridge.worker_stop.clone(),
-            )
+            .resolve(&state.config, &state.clients, stop)
             .await;
         Ok(bridge)
     }
 
-    /// Starts the background tasks on an already-migrated store.
+    /// Starts the background tasks on an already-migrated store: the committers, then
+    /// (unless the worker is off) turn recovery followed by the worker.
     pub fn with_store(config: Config, store: Arc<dyn Store>) -> Self {
+        let stops = Stops::default();
         let metrics = Metrics::new();
         let wake = Arc::new(Notify::new());
-        let committer_stop = CancellationToken::new();
-        let worker_stop = CancellationToken::new();
         let writers = match store.backend() {
             store::Backend::Sqlite => 1,
             store::Backend::Postgres => config.database.committers,
@@ -78,96 +81,15 @@ impl Bridge {
             metrics.clone(),
             wake.clone(),
             writers,
-            committer_stop.clone(),
+            stops.committer.clone(),
         );
-        let (processed, _) = broadcast::channel(1024);
-        let config = Arc::new(config);
-        let identities = Arc::new(Identities::default());
-        let queues = SessionQueues::new();
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .unwrap_or_default();
-        let clients: HashMap<String, Arc<FeishuClient>> = config
-            .profiles
-            .iter()
-            .map(|p| (p.name.clone(), Arc::new(FeishuClient::new(http.clone(), p))))
-            .collect();
-        let outbound: Arc<dyn Outbound> = Arc::new(FeishuOutbound::new(
-            config.clone(),
-            clients.clone(),
-            store.clone(),
-        ));
-        let (turns_done, _) = broadcast::channel(1024);
-        let callbacks = Arc::new(PendingCallbacks::default());
-        // The agent client has no overall timeout: each backend bounds its own turns.
-        let agent_http = reqwest::Client::builder().build().unwrap_or_default();
-        let turns_stop = CancellationToken::new();
-        if config.worker.enabled {
-            let turns = Arc::new(TurnRunner::new(RunnerParts {
-                config: config.clone(),
-                store: store.clone(),
-                identities: identities.clone(),
-                clients: clients.clone(),
-                outbound: outbound.clone(),
-                done: turns_done.clone(),
-                agents: crate::agent::backends(&config, &agent_http, &callbacks),
-                shutdown: turns_stop.clone(),
-                metrics: metrics.clone(),
-            }));
-            let pipeline = Pipeline::new(
-                config.clone(),
-                store.clone(),
-                identities.clone(),
-                queues.clone(),
-                outbound,
-                turns.clone(),
-            );
-            let worker = Worker {
-                store: store.clone(),
-                pipeline: Arc::new(pipeline),
-                config: config.worker.clone(),
-                metrics: metrics.clone(),
-                wake,
-                processed: processed.clone(),
-                stop: worker_stop.clone(),
-                owner: config.replica_id(),
-            };
-            // Unfinished turns of an earlier run are queued before any new event is
-            // processed, so each session keeps its order.
-            let recovery_queues = queues.clone();
-            let recovery = Recovery::new(turns.clone());
-            tasks.push(tokio::spawn(async move {
-                if let Err(e) = recovery.run(&recovery_queues).await {
-                    tracing::error!(error = %e, "unfinished turns could not be read; they will be picked up at the next start");
-                }
-                worker.run().await;
-            }));
+        let app = Arc::new(assemble(config, store, committer, metrics));
+        if app.config.worker.enabled {
+            tasks.push(start_worker(&app, wake, &stops));
         }
-        let profiles = config
-            .profiles
-            .iter()
-            .map(|p| (p.name.clone(), ProfileKeys::new(p.clone())))
-            .collect();
-        let app = App {
-            config,
-            profiles,
-            store,
-            committer,
-            metrics,
-            started: Instant::now(),
-            processed,
-            identities,
-            queues,
-            clients,
-            turns_done,
-            callbacks,
-        };
         Self {
-            state: AppState(Arc::new(app)),
-            worker_stop,
-            committer_stop,
-            turns_stop,
+            state: AppState(app),
+            stops,
             tasks,
         }
     }
@@ -189,7 +111,7 @@ impl Bridge {
         let grace = Duration::from_secs(self.state.config.server.shutdown_grace_secs);
         let router = crate::http::router(self.state.clone());
         let limits = crate::server::Limits::from_config(&self.state.config.server);
-        let worker_stop = self.worker_stop.clone();
+        let worker_stop = self.stops.worker.clone();
         let signalled = CancellationToken::new();
         let signalled_in = signalled.clone();
         let server = crate::server::serve(
@@ -218,9 +140,9 @@ impl Bridge {
     /// Stops the background tasks (used by `serve`, and by tests that never served):
     /// running turns are told to stop and get `grace` to finish.
     pub async fn stop(self, grace: Duration) {
-        self.worker_stop.cancel();
-        self.committer_stop.cancel();
-        self.turns_stop.cancel();
+        self.stops.worker.cancel();
+        self.stops.committer.cancel();
+        self.stops.turns.cancel();
         self.state.queues.cancel_all();
         if tokio::time::timeout(grace, self.state.queues.idle())
             .await
@@ -234,4 +156,87 @@ impl Bridge {
             }
         }
     }
+}
+
+/// The application state around a running committer.
+fn assemble(config: Config, store: Arc<dyn Store>, committer: Committer, metrics: Metrics) -> App {
+    let config = Arc::new(config);
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap_or_default();
+    let clients = config
+        .profiles
+        .iter()
+        .map(|p| (p.name.clone(), Arc::new(FeishuClient::new(http.clone(), p))))
+        .collect();
+    let profiles = config
+        .profiles
+        .iter()
+        .map(|p| (p.name.clone(), ProfileKeys::new(p.clone())))
+        .collect();
+    App {
+        config,
+        profiles,
+        store,
+        committer,
+        metrics,
+        started: Instant::now(),
+        processed: broadcast::channel(1024).0,
+        identities: Arc::new(Identities::default()),
+        queues: SessionQueues::new(),
+        clients,
+        turns_done: broadcast::channel(1024).0,
+        callbacks: Arc::new(PendingCallbacks::default()),
+    }
+}
+
+/// Starts the worker over `app`: first unfinished turns of an earlier run are queued,
+/// before any new event is processed, so each session keeps its order.
+fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
+    let config = &app.config;
+    let outbound: Arc<dyn Outbound> = Arc::new(FeishuOutbound::new(
+        config.clone(),
+        app.clients.clone(),
+        app.store.clone(),
+    ));
+    // The agent client has no overall timeout: each backend bounds its own turns.
+    let agent_http = reqwest::Client::builder().build().unwrap_or_default();
+    let turns = Arc::new(TurnRunner::new(RunnerParts {
+        config: config.clone(),
+        store: app.store.clone(),
+        identities: app.identities.clone(),
+        clients: app.clients.clone(),
+        outbound: outbound.clone(),
+        done: app.turns_done.clone(),
+        agents: crate::agent::backends(config, &agent_http, &app.callbacks),
+        shutdown: stops.turns.clone(),
+        metrics: app.metrics.clone(),
+    }));
+    let pipeline = Pipeline::new(
+        config.clone(),
+        app.store.clone(),
+        app.identities.clone(),
+        app.queues.clone(),
+        outbound,
+        turns.clone(),
+    );
+    let worker = Worker {
+        store: app.store.clone(),
+        pipeline: Arc::new(pipeline),
+        config: config.worker.clone(),
+        metrics: app.metrics.clone(),
+        wake,
+        processed: app.processed.clone(),
+        stop: stops.worker.clone(),
+        owner: config.replica_id(),
+    };
+    let queues = app.queues.clone();
+    let recovery = Recovery::new(turns);
+    tokio::spawn(async move {
+        if let Err(e) = recovery.run(&queues).await {
+            tracing::error!(error = %e, "unfinished turns could not be read; they will be picked up at the next start");
+        }
+        worker.run().await;
+    })
 }

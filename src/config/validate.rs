@@ -4,201 +4,213 @@ use std::{collections::HashSet, net::SocketAddr};
 
 use secrecy::ExposeSecret;
 
-use super::{AgentKind, Config, ConfigError, WorkspaceMode};
+use super::{
+    AgentKind, Config, ConfigError, DatabaseConfig, Profile, ServerConfig, WorkerConfig, Workspace,
+    WorkspaceMode,
+};
 
 pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
-    let server = &config.server;
-    let addr: SocketAddr = server.listen.parse().map_err(|_| {
-        ConfigError::new("server.listen", "expected host:port, e.g. 127.0.0.1:8080")
-    })?;
-    if server.max_body_bytes < 1024 {
-        return Err(ConfigError::new(
-            "server.max_body_bytes",
-            "must be at least 1024",
-        ));
-    }
-    if server.request_timeout_secs == 0 {
-        return Err(ConfigError::new(
-            "server.request_timeout_secs",
-            "must be positive",
-        ));
-    }
-    if !(1..3000).contains(&server.ack_deadline_ms) {
-        return Err(ConfigError::new(
-            "server.ack_deadline_ms",
-            "must be between 1 and 2999: Feishu stops waiting after 3 s and sends the event again",
-        ));
-    }
-    super::limits::validate(server)?;
-    if server.admin_token().is_none() && !addr.ip().is_loopback() && !server.allow_unauthenticated {
-        return Err(ConfigError::new(
-            "server.admin_token",
-            "required when listening on a non-loopback address (set it, or \
-             FEISHU_BRIDGE_ADMIN_TOKEN, or allow_unauthenticated = true)",
-        ));
-    }
-
-    let url = config.database.url.expose_secret();
-    if !(url.starts_with("sqlite:")
-        || url.starts_with("postgres:")
-        || url.starts_with("postgresql:"))
-    {
-        return Err(ConfigError::new(
-            "database.url",
-            "expected a sqlite://… or postgres://… URL",
-        ));
-    }
-    if config.database.timeout_ms == 0 {
-        return Err(ConfigError::new("database.timeout_ms", "must be positive"));
-    }
-    if config.database.committers == 0 {
-        return Err(ConfigError::new(
-            "database.committers",
-            "must be at least 1",
-        ));
-    }
-    if config.worker.lease_ms < 300 {
-        return Err(ConfigError::new(
-            "worker.lease_ms",
-            "must be at least 300 (a heartbeat renews it every third)",
-        ));
-    }
-    if config.worker.max_attempts == 0 {
-        return Err(ConfigError::new(
-            "worker.max_attempts",
-            "must be at least 1",
-        ));
-    }
-
+    server(&config.server)?;
+    database(&config.database)?;
+    worker(&config.worker)?;
     let mut names = HashSet::new();
     for (i, p) in config.profiles.iter().enumerate() {
         let key = |field: &str| format!("profiles[{i}].{field}");
-        if p.name.is_empty()
-            || !p
-                .name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
-        {
-            return Err(ConfigError::new(
-                key("name"),
-                "must be non-empty lowercase letters, digits, '-' or '_' (it is a URL segment)",
-            ));
-        }
-        if !names.insert(p.name.as_str()) {
-            return Err(ConfigError::new(
-                key("name"),
-                format!("duplicate profile name {:?}", p.name),
-            ));
-        }
-        if p.app_id.trim().is_empty() {
-            return Err(ConfigError::new(key("app_id"), "must not be empty"));
-        }
-        let prefix = p.env_prefix();
-        if p.verification_token.is_none() {
-            return Err(ConfigError::new(
-                key("verification_token"),
-                format!("missing (set it in the file or {prefix}VERIFICATION_TOKEN)"),
-            ));
-        }
-        if p.verification_token().is_empty() {
-            return Err(ConfigError::new(
-                key("verification_token"),
-                "must not be empty",
-            ));
-        }
-        if p.encrypt_key.is_some() && p.encrypt_key().is_none() {
-            return Err(ConfigError::new(
-                key("encrypt_key"),
-                "must not be empty (remove the key to run without encryption)",
-            ));
-        }
-        if url::Url::parse(&p.api_base).is_err() {
-            return Err(ConfigError::new(key("api_base"), "not a URL"));
-        }
-        match p.agent.kind {
-            AgentKind::Webhook => {
-                let Some(u) = &p.agent.url else {
-                    return Err(ConfigError::new(
-                        key("agent.url"),
-                        "required for kind = \"webhook\"",
-                    ));
-                };
-                if url::Url::parse(u).is_err() {
-                    return Err(ConfigError::new(key("agent.url"), "not a URL"));
-                }
-                if p.agent
-                    .secret
-                    .as_ref()
-                    .is_none_or(|s| s.expose_secret().is_empty())
-                {
-                    return Err(ConfigError::new(
-                        key("agent.secret"),
-                        format!("required for kind = \"webhook\" (or {prefix}AGENT_SECRET)"),
-                    ));
-                }
-            }
-            AgentKind::Openai => {
-                let is_http = |u: &str| {
-                    url::Url::parse(u)
-                        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
-                };
-                match p.agent.base_url.as_deref() {
-                    None => {
-                        return Err(ConfigError::new(
-                            key("agent.base_url"),
-                            format!(
-                                "required for kind = \"openai\" in profile {:?} (e.g. \
-                                 \"http://127.0.0.1:11434/v1\")",
-                                p.name
-                            ),
-                        ));
-                    }
-                    Some(u) if !is_http(u) => {
-                        return Err(ConfigError::new(
-                            key("agent.base_url"),
-                            format!(
-                                "profile {:?}: expected an http:// or https:// URL (e.g. \
-                                 \"http://127.0.0.1:11434/v1\")",
-                                p.name
-                            ),
-                        ));
-                    }
-                    Some(_) => {}
-                }
-                if p.agent.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
-                    return Err(ConfigError::new(
-                        key("agent.model"),
-                        format!("required for kind = \"openai\" in profile {:?}", p.name),
-                    ));
-                }
-            }
-            AgentKind::Echo => {}
-        }
+        require(is_url_segment(&p.name), key("name"), || {
+            "must be non-empty lowercase letters, digits, '-' or '_' (it is a URL segment)".into()
+        })?;
+        require(names.insert(p.name.as_str()), key("name"), || {
+            format!("duplicate profile name {:?}", p.name)
+        })?;
+        profile(p, &key)?;
     }
-
     let mut chats = HashSet::new();
     for (i, w) in config.workspaces.iter().enumerate() {
         let key = |field: &str| format!("workspaces[{i}].{field}");
-        if w.chat_id.is_empty() {
-            return Err(ConfigError::new(key("chat_id"), "must not be empty"));
-        }
-        if !chats.insert(w.chat_id.as_str()) {
-            return Err(ConfigError::new(key("chat_id"), "duplicate workspace"));
-        }
-        if w.mode == WorkspaceMode::OwnerOnly && w.owner.as_deref().is_none_or(str::is_empty) {
-            return Err(ConfigError::new(
-                key("owner"),
-                "required when mode = \"owner_only\"",
-            ));
-        }
-        if w.thread_context_limit == Some(0) {
-            return Err(ConfigError::new(
-                key("thread_context_limit"),
-                "must be positive",
-            ));
-        }
+        require(!w.chat_id.is_empty(), key("chat_id"), || {
+            "must not be empty".into()
+        })?;
+        require(chats.insert(w.chat_id.as_str()), key("chat_id"), || {
+            "duplicate workspace".into()
+        })?;
+        workspace(w, &key)?;
     }
     Ok(())
+}
+
+/// `Ok` when `ok`, else the error for `key` with the message `why` makes.
+fn require(
+    ok: bool,
+    key: impl Into<String>,
+    why: impl FnOnce() -> String,
+) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::new(key, why()))
+    }
+}
+
+fn server(server: &ServerConfig) -> Result<(), ConfigError> {
+    let addr: SocketAddr = server.listen.parse().map_err(|_| {
+        ConfigError::new("server.listen", "expected host:port, e.g. 127.0.0.1:8080")
+    })?;
+    require(
+        server.max_body_bytes >= 1024,
+        "server.max_body_bytes",
+        || "must be at least 1024".into(),
+    )?;
+    require(
+        server.request_timeout_secs > 0,
+        "server.request_timeout_secs",
+        || "must be positive".into(),
+    )?;
+    require(
+        (1..3000).contains(&server.ack_deadline_ms),
+        "server.ack_deadline_ms",
+        || {
+            "must be between 1 and 2999: Feishu stops waiting after 3 s and sends the event again"
+                .into()
+        },
+    )?;
+    super::limits::validate(server)?;
+    let open = addr.ip().is_loopback() || server.allow_unauthenticated;
+    require(
+        server.admin_token().is_some() || open,
+        "server.admin_token",
+        || {
+            "required when listening on a non-loopback address (set it, or \
+         FEISHU_BRIDGE_ADMIN_TOKEN, or allow_unauthenticated = true)"
+                .into()
+        },
+    )
+}
+
+fn database(database: &DatabaseConfig) -> Result<(), ConfigError> {
+    let url = database.url.expose_secret();
+    let known = ["sqlite:", "postgres:", "postgresql:"];
+    require(
+        known.iter().any(|s| url.starts_with(s)),
+        "database.url",
+        || "expected a sqlite://… or postgres://… URL".into(),
+    )?;
+    require(database.timeout_ms > 0, "database.timeout_ms", || {
+        "must be positive".into()
+    })?;
+    require(database.committers > 0, "database.committers", || {
+        "must be at least 1".into()
+    })
+}
+
+fn worker(worker: &WorkerConfig) -> Result<(), ConfigError> {
+    require(worker.lease_ms >= 300, "worker.lease_ms", || {
+        "must be at least 300 (a heartbeat renews it every third)".into()
+    })?;
+    require(worker.max_attempts > 0, "worker.max_attempts", || {
+        "must be at least 1".into()
+    })
+}
+
+/// A profile name: it is a segment of `/feishu/<name>/…` URLs.
+fn is_url_segment(name: &str) -> bool {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_';
+    !name.is_empty() && name.chars().all(allowed)
+}
+
+/// One profile past its name; `key` names its fields (`profiles[i].…`).
+fn profile(p: &Profile, key: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
+    require(!p.app_id.trim().is_empty(), key("app_id"), || {
+        "must not be empty".into()
+    })?;
+    let prefix = p.env_prefix();
+    require(
+        p.verification_token.is_some(),
+        key("verification_token"),
+        || format!("missing (set it in the file or {prefix}VERIFICATION_TOKEN)"),
+    )?;
+    require(
+        !p.verification_token().is_empty(),
+        key("verification_token"),
+        || "must not be empty".into(),
+    )?;
+    require(
+        p.encrypt_key.is_none() || p.encrypt_key().is_some(),
+        key("encrypt_key"),
+        || "must not be empty (remove the key to run without encryption)".into(),
+    )?;
+    require(
+        url::Url::parse(&p.api_base).is_ok(),
+        key("api_base"),
+        || "not a URL".into(),
+    )?;
+    match p.agent.kind {
+        AgentKind::Webhook => webhook_agent(p, key),
+        AgentKind::Openai => openai_agent(p, key),
+        AgentKind::Echo => Ok(()),
+    }
+}
+
+fn webhook_agent(p: &Profile, key: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
+    let Some(u) = &p.agent.url else {
+        return Err(ConfigError::new(
+            key("agent.url"),
+            "required for kind = \"webhook\"",
+        ));
+    };
+    require(url::Url::parse(u).is_ok(), key("agent.url"), || {
+        "not a URL".into()
+    })?;
+    let secret = p.agent.secret.as_ref();
+    require(
+        secret.is_some_and(|s| !s.expose_secret().is_empty()),
+        key("agent.secret"),
+        || {
+            format!(
+                "required for kind = \"webhook\" (or {}AGENT_SECRET)",
+                p.env_prefix()
+            )
+        },
+    )
+}
+
+fn openai_agent(p: &Profile, key: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
+    let is_http = |u: &str| {
+        url::Url::parse(u).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
+    };
+    let base_url = p.agent.base_url.as_deref();
+    require(base_url.is_some(), key("agent.base_url"), || {
+        format!(
+            "required for kind = \"openai\" in profile {:?} (e.g. \"http://127.0.0.1:11434/v1\")",
+            p.name
+        )
+    })?;
+    require(base_url.is_some_and(is_http), key("agent.base_url"), || {
+        format!(
+            "profile {:?}: expected an http:// or https:// URL (e.g. \"http://127.0.0.1:11434/v1\")",
+            p.name
+        )
+    })?;
+    let model = p.agent.model.as_deref();
+    require(
+        model.is_some_and(|m| !m.trim().is_empty()),
+        key("agent.model"),
+        || format!("required for kind = \"openai\" in profile {:?}", p.name),
+    )
+}
+
+/// One workspace past its chat id; `key` names its fields (`workspaces[i].…`).
+fn workspace(w: &Workspace, key: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
+    let owned = w.owner.as_deref().is_some_and(|o| !o.is_empty());
+    require(
+        w.mode != WorkspaceMode::OwnerOnly || owned,
+        key("owner"),
+        || "required when mode = \"owner_only\"".into(),
+    )?;
+    require(
+        w.thread_context_limit != Some(0),
+        key("thread_context_limit"),
+        || "must be positive".into(),
+    )
 }
 
 #[cfg(test)]
