@@ -6,15 +6,15 @@ crate::spelled! {
     /// What an event-log record is.
     pub enum EventType("event type") {
         /// A thread's root message.
-        TopicRoot = "topic_root",
+        TopicRoot,
         /// Human discussion in a thread.
-        HumanMessage = "human_message",
+        HumanMessage,
         /// The request of a turn (a fact, never an item).
-        UserRequest = "user_request",
+        UserRequest,
         /// A bot's answer, visible to the other bots in the thread.
-        AgentOutput = "agent_output",
+        AgentOutput,
         /// A slash command (a fact, never an item).
-        Command = "command",
+        Command,
     }
 }
 
@@ -22,11 +22,11 @@ crate::spelled! {
     /// What a context item is: the records the selector may pick.
     pub enum ItemType("item type") {
         /// A thread's root message.
-        TopicRoot = "topic_root",
+        TopicRoot,
         /// Human discussion.
-        HumanMessage = "human_message",
+        HumanMessage,
         /// A bot's answer.
-        AgentOutput = "agent_output",
+        AgentOutput,
     }
 }
 
@@ -34,9 +34,9 @@ crate::spelled! {
     /// Who an item's author is.
     pub enum Role("role") {
         /// A person.
-        Human = "human",
+        Human,
         /// A bot or an app.
-        Bot = "bot",
+        Bot,
     }
 }
 
@@ -44,25 +44,25 @@ crate::spelled! {
     /// Why the selector left an item out (or which budget cut).
     pub enum Exclusion("exclusion reason") {
         /// A command carries no context.
-        Command = "command",
+        Command,
         /// Recalled since it was recorded.
-        Recalled = "recalled",
+        Recalled,
         /// The request of this very turn.
-        SameTurnRequest = "same_turn_request",
+        SameTurnRequest,
         /// This bot's own earlier answer.
-        OwnOutput = "own_output",
+        OwnOutput,
         /// Another profile's record of a message (each profile reads its own).
-        OtherProfile = "other_profile",
+        OtherProfile,
         /// Discussion in an `owner_only` workspace.
-        Mode = "mode",
+        Mode,
         /// Over the item budget (`thread_context_limit`).
-        Limit = "limit",
+        Limit,
         /// Over the character budget (`max_context_chars`).
-        Chars = "chars",
+        Chars,
         /// Already in the thread context.
-        InThreadContext = "in_thread_context",
+        InThreadContext,
         /// The topic root, which has its own block.
-        TopicRootBlock = "topic_root_block",
+        TopicRootBlock,
     }
 }
 

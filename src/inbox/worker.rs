@@ -47,11 +47,11 @@ crate::spelled! {
     /// What became of one processing attempt (a metrics label).
     pub enum Outcome("processing outcome") {
         /// Processed.
-        Done = "done",
+        Done,
         /// Failed; tried again later.
-        Retry = "retry",
+        Retry,
         /// Failed for good.
-        Failed = "failed",
+        Failed,
     }
 }
 

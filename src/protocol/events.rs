@@ -88,9 +88,9 @@ crate::spelled! {
     /// What kind of chat a message is in.
     pub enum ChatType("chat type") {
         /// A private chat with the bot.
-        P2p = "p2p",
+        P2p,
         /// A group chat (topic groups included).
-        Group = "group",
+        Group,
     }
 }
 

@@ -5,11 +5,11 @@ crate::spelled! {
     /// The three verdicts.
     pub enum Verdict("verdict") {
         /// Nothing happens.
-        Ignored = "ignored",
+        Ignored,
         /// Recorded as context; no turn.
-        Observed = "observed",
+        Observed,
         /// A turn (or a command) is due.
-        Invoked = "invoked",
+        Invoked,
     }
 }
 
@@ -17,34 +17,34 @@ crate::spelled! {
     /// Why a message got its verdict.
     pub enum Reason("verdict reason") {
         /// A private chat, and its sender may invoke.
-        Dm = "dm",
+        Dm,
         /// The bot was @-mentioned by someone who may invoke it.
-        Mention = "mention",
+        Mention,
         /// `group_reply_all` (or no `require_mention`): every message invokes.
-        ReplyAll = "reply_all",
+        ReplyAll,
         /// A slash command.
-        Command = "command",
+        Command,
         /// The profile does not take private chats.
-        DmDisabled = "dm_disabled",
+        DmDisabled,
         /// The profile does not take group chats.
-        GroupDisabled = "group_disabled",
+        GroupDisabled,
         /// The chat is not in `allow_chats`.
-        ChatNotAllowed = "chat_not_allowed",
+        ChatNotAllowed,
         /// The bot's own open_id is unknown: group messages are not captured.
-        BotIdentityUnknown = "bot_identity_unknown",
+        BotIdentityUnknown,
         /// This bot's own message.
-        OwnMessage = "own_message",
+        OwnMessage,
         /// Sent by another bot or app.
-        BotSender = "bot_sender",
+        BotSender,
         /// Not addressed to the bot.
-        NoMention = "no_mention",
+        NoMention,
         /// The sender is not in `allow_users`.
-        UserNotAllowed = "user_not_allowed",
+        UserNotAllowed,
         /// An `owner_only` workspace, and the sender is not its owner.
-        NotOwner = "not_owner",
+        NotOwner,
         /// An empty @ with no topic root to work on.
-        EmptyRequest = "empty_request",
+        EmptyRequest,
         /// The message was recalled before it was processed.
-        Recalled = "recalled",
+        Recalled,
     }
 }

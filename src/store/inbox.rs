@@ -14,15 +14,15 @@ crate::spelled! {
     /// Inbox row status.
     pub enum InboxStatus("inbox status") {
         /// Waiting for a worker (possibly until `next_attempt_at`).
-        Pending = "pending",
+        Pending,
         /// Claimed by a worker, leased until `lease_until`.
-        Processing = "processing",
+        Processing,
         /// Processed.
-        Done = "done",
+        Done,
         /// A well-formed event of a type the bridge does not handle.
-        Skipped = "skipped",
+        Skipped,
         /// Gave up after `max_attempts`.
-        Failed = "failed",
+        Failed,
     }
 }
 

@@ -9,15 +9,15 @@ crate::spelled! {
     /// What a reply is.
     pub enum ReplyKind("reply kind") {
         /// A command's answer.
-        CommandReply = "command_reply",
+        CommandReply,
         /// An agent's answer (or its continuation past a card).
-        Answer = "answer",
+        Answer,
         /// What the bridge tells a user about a turn (a stop, a failure).
-        Notice = "notice",
+        Notice,
         /// A streaming answer's card.
-        Card = "card",
+        Card,
         /// An update of a posted card (recorded by dry runs).
-        CardUpdate = "card_update",
+        CardUpdate,
     }
 }
 

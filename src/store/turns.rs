@@ -11,15 +11,15 @@ crate::spelled! {
     #[schema(rename_all = "lowercase")]
     pub enum TurnState("turn state") {
         /// Waiting behind the session's earlier turns.
-        Queued = "queued",
+        Queued,
         /// Handed to the agent (or its answer is being delivered).
-        Running = "running",
+        Running,
         /// Answered and the answer posted.
-        Succeeded = "succeeded",
+        Succeeded,
         /// Ended without an answer posted; `error` says why.
-        Failed = "failed",
+        Failed,
         /// Stopped by the user (or recalled before it ran).
-        Cancelled = "cancelled",
+        Cancelled,
     }
 }
 

@@ -157,20 +157,20 @@ crate::spelled! {
     /// How a turn ended (a metrics label, and what observers are told).
     pub enum Outcome("turn outcome") {
         /// The agent answered and the answer was posted.
-        Answered = "answered",
+        Answered,
         /// Stopped by its user.
-        Stopped = "stopped",
+        Stopped,
         /// A shutdown or restart interrupted it.
-        Interrupted = "interrupted",
+        Interrupted,
         /// The message it quoted could not be read; the agent was not asked.
-        QuoteUnreadable = "quote_unreadable",
+        QuoteUnreadable,
         /// The agent failed or did not answer in time.
-        AgentFailed = "agent_failed",
+        AgentFailed,
         /// It failed inside the bridge.
-        Failed = "failed",
+        Failed,
         /// No longer queued when its time came (cancelled or recalled meanwhile).
-        Skipped = "skipped",
+        Skipped,
         /// An answer stored before a restart, posted after it.
-        Delivered = "delivered",
+        Delivered,
     }
 }

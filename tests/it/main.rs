@@ -25,3 +25,4 @@ mod store_conformance;
 mod support;
 mod turns;
 mod vectors;
+mod vocabulary;

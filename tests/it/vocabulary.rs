@@ -1,0 +1,95 @@
+//! The words the bridge stores, serves and labels metrics with are its variants' names in
+//! snake_case. Renaming a variant would change what is stored and break rows already
+//! written, so each vocabulary is pinned here, word for word.
+
+use feishu_bridge::{
+    context::kinds::{EventType, Exclusion, ItemType, Role},
+    inbox,
+    protocol::events::ChatType,
+    routing::{Reason, Verdict},
+    store::{InboxStatus, ReplyKind, TurnState},
+    turns,
+};
+
+#[test]
+fn every_stored_vocabulary_keeps_its_spellings() {
+    let event_types = [
+        "topic_root",
+        "human_message",
+        "user_request",
+        "agent_output",
+        "command",
+    ];
+    assert_eq!(EventType::SPELLINGS, event_types);
+    assert_eq!(
+        ItemType::SPELLINGS,
+        ["topic_root", "human_message", "agent_output"]
+    );
+    assert_eq!(Role::SPELLINGS, ["human", "bot"]);
+    let exclusions = [
+        "command",
+        "recalled",
+        "same_turn_request",
+        "own_output",
+        "other_profile",
+        "mode",
+        "limit",
+        "chars",
+        "in_thread_context",
+        "topic_root_block",
+    ];
+    assert_eq!(Exclusion::SPELLINGS, exclusions);
+    assert_eq!(inbox::Outcome::SPELLINGS, ["done", "retry", "failed"]);
+    assert_eq!(ChatType::SPELLINGS, ["p2p", "group"]);
+    assert_eq!(Verdict::SPELLINGS, ["ignored", "observed", "invoked"]);
+    let reasons = [
+        "dm",
+        "mention",
+        "reply_all",
+        "command",
+        "dm_disabled",
+        "group_disabled",
+        "chat_not_allowed",
+        "bot_identity_unknown",
+        "own_message",
+        "bot_sender",
+        "no_mention",
+        "user_not_allowed",
+        "not_owner",
+        "empty_request",
+        "recalled",
+    ];
+    assert_eq!(Reason::SPELLINGS, reasons);
+    let statuses = ["pending", "processing", "done", "skipped", "failed"];
+    assert_eq!(InboxStatus::SPELLINGS, statuses);
+    let kinds = ["command_reply", "answer", "notice", "card", "card_update"];
+    assert_eq!(ReplyKind::SPELLINGS, kinds);
+    let states = ["queued", "running", "succeeded", "failed", "cancelled"];
+    assert_eq!(TurnState::SPELLINGS, states);
+    let outcomes = [
+        "answered",
+        "stopped",
+        "interrupted",
+        "quote_unreadable",
+        "agent_failed",
+        "failed",
+        "skipped",
+        "delivered",
+    ];
+    assert_eq!(turns::Outcome::SPELLINGS, outcomes);
+}
+
+#[test]
+fn spellings_parse_back_and_strangers_are_refused() {
+    for reason in Reason::ALL {
+        assert_eq!(Reason::parse(reason.as_str()), Some(*reason));
+        assert_eq!(reason.to_string(), reason.as_str());
+    }
+    assert_eq!(Reason::parse("SameTurnRequest"), None);
+    assert_eq!(
+        Exclusion::parse("same_turn_request"),
+        Some(Exclusion::SameTurnRequest)
+    );
+    let err = TurnState::try_from("paused".to_string()).expect_err("unknown");
+    assert_eq!(err.to_string(), "unknown turn state: \"paused\"");
+}
