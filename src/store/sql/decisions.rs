@@ -29,10 +29,7 @@ macro_rules! impl_decision_store {
                     "SELECT {} FROM thread_context_decisions WHERE id = $1",
                     $crate::store::sql::decisions::DECISION_COLUMNS
                 );
-                $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_as(&q).bind(id).fetch_optional(&self.pool).await?)
-                })
-                .await
+                $crate::store::sql::fetch!(self, query_as, fetch_optional, &q, id)
             }
 
             async fn latest_decision(

@@ -129,14 +129,12 @@ macro_rules! impl_event_log {
         #[async_trait::async_trait]
         impl $crate::store::EventLog for $ty {
             async fn is_recalled(&self, message_id: &str) -> Result<bool, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM recalled_messages WHERE message_id = $1")
-                        .bind(message_id)
-                        .fetch_one(&self.pool)
-                        .await?;
-                    Ok(n > 0)
-                })
-                .await
+                let n: i64 = $crate::store::sql::fetch!(
+                    self, query_scalar, fetch_one,
+                    "SELECT COUNT(*) FROM recalled_messages WHERE message_id = $1",
+                    message_id,
+                )?;
+                Ok(n > 0)
             }
 
             async fn apply_route(
@@ -247,14 +245,11 @@ macro_rules! impl_event_log {
                 profile: &str,
                 open_id: &str,
             ) -> Result<Option<String>, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_scalar("SELECT name FROM user_names WHERE profile = $1 AND open_id = $2")
-                        .bind(profile)
-                        .bind(open_id)
-                        .fetch_optional(&self.pool)
-                        .await?)
-                })
-                .await
+                $crate::store::sql::fetch!(
+                    self, query_scalar, fetch_optional,
+                    "SELECT name FROM user_names WHERE profile = $1 AND open_id = $2",
+                    profile, open_id,
+                )
             }
 
             async fn verdicts(
@@ -262,17 +257,12 @@ macro_rules! impl_event_log {
                 message_id: &str,
                 profile: Option<&str>,
             ) -> Result<Vec<$crate::store::VerdictRow>, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_as(
-                        "SELECT profile, message_id, chat_id, verdict, reason, session_key, decision_id, created_at \
-                         FROM routing_verdicts WHERE message_id = $1 AND ($2 IS NULL OR profile = $2) ORDER BY profile",
-                    )
-                    .bind(message_id)
-                    .bind(profile)
-                    .fetch_all(&self.pool)
-                    .await?)
-                })
-                .await
+                $crate::store::sql::fetch!(
+                    self, query_as, fetch_all,
+                    "SELECT profile, message_id, chat_id, verdict, reason, session_key, decision_id, created_at \
+                     FROM routing_verdicts WHERE message_id = $1 AND ($2 IS NULL OR profile = $2) ORDER BY profile",
+                    message_id, profile,
+                )
             }
 
             async fn thread_events(
@@ -284,15 +274,11 @@ macro_rules! impl_event_log {
                 let q = $crate::store::sql::event_log::select_events(
                     "e.chat_id = $2 AND e.root_msg_id = $3 AND e.bot_profile = $1",
                 );
-                $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_as(&q)
-                        .bind(profile)
-                        .bind(chat_id)
-                        .bind(root_msg_id)
-                        .fetch_all(&self.pool)
-                        .await?)
-                })
-                .await
+                $crate::store::sql::fetch!(
+                    self, query_as, fetch_all,
+                    &q,
+                    profile, chat_id, root_msg_id,
+                )
             }
 
             async fn message_events(
@@ -300,10 +286,7 @@ macro_rules! impl_event_log {
                 message_id: &str,
             ) -> Result<Vec<$crate::store::ContextEventRow>, $crate::store::StoreError> {
                 let q = $crate::store::sql::event_log::select_events("e.message_id = $1");
-                $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_as(&q).bind(message_id).fetch_all(&self.pool).await?)
-                })
-                .await
+                $crate::store::sql::fetch!(self, query_as, fetch_all, &q, message_id)
             }
 
             async fn record_events(
@@ -328,17 +311,12 @@ macro_rules! impl_event_log {
             ) -> Result<Vec<$crate::context::selector::Candidate>, $crate::store::StoreError> {
                 use $crate::store::sql::event_log::{CandidateRow, thread_candidates};
                 let q = thread_candidates();
-                $crate::store::bounded(self.timeout, async {
-                    let rows: Vec<CandidateRow> = sqlx::query_as(&q)
-                        .bind(profile)
-                        .bind(chat_id)
-                        .bind(root_msg_id)
-                        .bind(window)
-                        .fetch_all(&self.pool)
-                        .await?;
-                    Ok(rows.into_iter().map(Into::into).collect())
-                })
-                .await
+                let rows: Vec<CandidateRow> = $crate::store::sql::fetch!(
+                    self, query_as, fetch_all,
+                    &q,
+                    profile, chat_id, root_msg_id, window,
+                )?;
+                Ok(rows.into_iter().map(Into::into).collect())
             }
 
             async fn pending_candidates(
@@ -349,16 +327,12 @@ macro_rules! impl_event_log {
             ) -> Result<Vec<$crate::context::selector::Candidate>, $crate::store::StoreError> {
                 use $crate::store::sql::event_log::{CandidateRow, pending_candidates};
                 let q = pending_candidates();
-                $crate::store::bounded(self.timeout, async {
-                    let rows: Vec<CandidateRow> = sqlx::query_as(&q)
-                        .bind(profile)
-                        .bind(scope)
-                        .bind(cap)
-                        .fetch_all(&self.pool)
-                        .await?;
-                    Ok(rows.into_iter().map(Into::into).collect())
-                })
-                .await
+                let rows: Vec<CandidateRow> = $crate::store::sql::fetch!(
+                    self, query_as, fetch_all,
+                    &q,
+                    profile, scope, cap,
+                )?;
+                Ok(rows.into_iter().map(Into::into).collect())
             }
 
             async fn topic_root(
@@ -367,28 +341,22 @@ macro_rules! impl_event_log {
                 chat_id: &str,
                 root_msg_id: &str,
             ) -> Result<Option<(String, String)>, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_as($crate::store::sql::event_log::TOPIC_ROOT)
-                        .bind(profile)
-                        .bind(chat_id)
-                        .bind(root_msg_id)
-                        .fetch_optional(&self.pool)
-                        .await?)
-                })
-                .await
+                $crate::store::sql::fetch!(
+                    self, query_as, fetch_optional,
+                    $crate::store::sql::event_log::TOPIC_ROOT,
+                    profile, chat_id, root_msg_id,
+                )
             }
 
             async fn message_text(
                 &self,
                 message_id: &str,
             ) -> Result<Option<(String, String)>, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_as($crate::store::sql::event_log::MESSAGE_TEXT)
-                        .bind(message_id)
-                        .fetch_optional(&self.pool)
-                        .await?)
-                })
-                .await
+                $crate::store::sql::fetch!(
+                    self, query_as, fetch_optional,
+                    $crate::store::sql::event_log::MESSAGE_TEXT,
+                    message_id,
+                )
             }
         }
     };

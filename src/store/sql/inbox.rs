@@ -247,17 +247,12 @@ macro_rules! impl_inbox_store {
                     $claim_lock,
                     $crate::store::sql::inbox::INBOX_COLUMNS
                 );
-                $crate::store::bounded(self.timeout, async {
-                    let rows: Vec<$crate::store::sql::inbox::InboxRow> = sqlx::query_as(&q)
-                        .bind(now)
-                        .bind(lease_ms)
-                        .bind(limit)
-                        .bind(owner)
-                        .fetch_all(&self.pool)
-                        .await?;
-                    $crate::store::sql::inbox::in_arrival_order(rows)
-                })
-                .await
+                let rows: Vec<$crate::store::sql::inbox::InboxRow> = $crate::store::sql::fetch!(
+                    self, query_as, fetch_all,
+                    &q,
+                    now, lease_ms, limit, owner,
+                )?;
+                $crate::store::sql::inbox::in_arrival_order(rows)
             }
 
             async fn renew_leases(
@@ -355,16 +350,14 @@ macro_rules! impl_inbox_store {
                 &self,
                 limit: i64,
             ) -> Result<Vec<$crate::store::InboxProblem>, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let rows: Vec<$crate::store::sql::inbox::ProblemRow> = sqlx::query_as($crate::store::sql::inbox::PROBLEMS)
-                        .bind(limit)
-                        .fetch_all(&self.pool)
-                        .await?;
-                    rows.into_iter()
-                        .map($crate::store::InboxProblem::try_from)
-                        .collect()
-                })
-                .await
+                let rows: Vec<$crate::store::sql::inbox::ProblemRow> = $crate::store::sql::fetch!(
+                    self, query_as, fetch_all,
+                    $crate::store::sql::inbox::PROBLEMS,
+                    limit,
+                )?;
+                rows.into_iter()
+                    .map($crate::store::InboxProblem::try_from)
+                    .collect()
             }
 
             async fn inbox_event(
@@ -372,15 +365,12 @@ macro_rules! impl_inbox_store {
                 profile: &str,
                 event_id: &str,
             ) -> Result<Option<$crate::store::InboxEvent>, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let row: Option<$crate::store::sql::inbox::InboxRow> = sqlx::query_as(&$crate::store::sql::inbox::select_inbox_by_key())
-                        .bind(profile)
-                        .bind(event_id)
-                        .fetch_optional(&self.pool)
-                        .await?;
-                    row.map($crate::store::InboxEvent::try_from).transpose()
-                })
-                .await
+                let row: Option<$crate::store::sql::inbox::InboxRow> = $crate::store::sql::fetch!(
+                    self, query_as, fetch_optional,
+                    &$crate::store::sql::inbox::select_inbox_by_key(),
+                    profile, event_id,
+                )?;
+                row.map($crate::store::InboxEvent::try_from).transpose()
             }
         }
     };

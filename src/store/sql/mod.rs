@@ -16,3 +16,15 @@ pub(crate) mod outbound;
 pub(crate) mod sessions;
 pub(crate) mod turns;
 pub(crate) mod writes;
+
+/// One bounded statement that fetches, on `$store`'s pool, typed by the calling
+/// method's return type: `fetch!(self, query_as, fetch_all, sql, bind, …)`.
+macro_rules! fetch {
+    ($store:ident, $kind:ident, $fetch:ident, $sql:expr $(, $arg:expr)* $(,)?) => {
+        $crate::store::bounded($store.timeout, async {
+            Ok(sqlx::$kind($sql)$(.bind($arg))*.$fetch(&$store.pool).await?)
+        })
+        .await
+    };
+}
+pub(crate) use fetch;

@@ -10,21 +10,12 @@ macro_rules! impl_outbound_store {
                 &self,
                 m: &$crate::store::NewOutbound,
             ) -> Result<i64, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_scalar(
-                        "INSERT INTO outbound_messages (profile, chat_id, reply_to, kind, text, created_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-                    )
-                    .bind(&m.profile)
-                    .bind(&m.chat_id)
-                    .bind(&m.reply_to)
-                    .bind(m.kind.as_str())
-                    .bind(&m.text)
-                    .bind(m.created_at)
-                    .fetch_one(&self.pool)
-                    .await?)
-                })
-                .await
+                $crate::store::sql::fetch!(
+                    self, query_scalar, fetch_one,
+                    "INSERT INTO outbound_messages (profile, chat_id, reply_to, kind, text, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                    &m.profile, &m.chat_id, &m.reply_to, m.kind.as_str(), &m.text, m.created_at,
+                )
             }
 
             async fn outbound(
@@ -32,19 +23,14 @@ macro_rules! impl_outbound_store {
                 profile: &str,
                 limit: i64,
             ) -> Result<Vec<$crate::store::OutboundRow>, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let mut rows: Vec<$crate::store::OutboundRow> = sqlx::query_as(
-                        "SELECT id, profile, chat_id, reply_to, kind, text, created_at FROM outbound_messages \
-                         WHERE profile = $1 ORDER BY id DESC LIMIT $2",
-                    )
-                    .bind(profile)
-                    .bind(limit)
-                    .fetch_all(&self.pool)
-                    .await?;
-                    rows.reverse();
-                    Ok(rows)
-                })
-                .await
+                let mut rows: Vec<$crate::store::OutboundRow> = $crate::store::sql::fetch!(
+                    self, query_as, fetch_all,
+                    "SELECT id, profile, chat_id, reply_to, kind, text, created_at FROM outbound_messages \
+                     WHERE profile = $1 ORDER BY id DESC LIMIT $2",
+                    profile, limit,
+                )?;
+                rows.reverse();
+                Ok(rows)
             }
         }
     };

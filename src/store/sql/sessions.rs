@@ -45,14 +45,7 @@ macro_rules! impl_session_store {
                 let q = $crate::store::sql::sessions::select_sessions(
                     "($1 IS NULL OR profile = $1) AND ($2 IS NULL OR chat_id = $2)",
                 );
-                $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_as(&q)
-                        .bind(profile)
-                        .bind(chat_id)
-                        .fetch_all(&self.pool)
-                        .await?)
-                })
-                .await
+                $crate::store::sql::fetch!(self, query_as, fetch_all, &q, profile, chat_id)
             }
 
             async fn session(
@@ -63,14 +56,7 @@ macro_rules! impl_session_store {
                 let q = $crate::store::sql::sessions::select_sessions(
                     "profile = $1 AND session_key = $2",
                 );
-                $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_as(&q)
-                        .bind(profile)
-                        .bind(key)
-                        .fetch_optional(&self.pool)
-                        .await?)
-                })
-                .await
+                $crate::store::sql::fetch!(self, query_as, fetch_optional, &q, profile, key)
             }
 
             async fn reset_session(

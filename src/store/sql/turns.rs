@@ -157,10 +157,7 @@ macro_rules! impl_turn_store {
                 turn_id: &str,
             ) -> Result<Option<$crate::store::TurnRow>, $crate::store::StoreError> {
                 let q = $crate::store::sql::turns::select("turn_id = $1");
-                $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_as(&q).bind(turn_id).fetch_optional(&self.pool).await?)
-                })
-                .await
+                $crate::store::sql::fetch!(self, query_as, fetch_optional, &q, turn_id)
             }
 
             async fn turn_of_decision(
@@ -168,10 +165,7 @@ macro_rules! impl_turn_store {
                 decision_id: i64,
             ) -> Result<Option<$crate::store::TurnRow>, $crate::store::StoreError> {
                 let q = $crate::store::sql::turns::select("decision_id = $1 ORDER BY id DESC LIMIT 1");
-                $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_as(&q).bind(decision_id).fetch_optional(&self.pool).await?)
-                })
-                .await
+                $crate::store::sql::fetch!(self, query_as, fetch_optional, &q, decision_id)
             }
 
             async fn unfinished_turns(
@@ -180,10 +174,7 @@ macro_rules! impl_turn_store {
                 let q = $crate::store::sql::turns::select(
                     "state IN ('queued', 'running') ORDER BY id",
                 );
-                $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_as(&q).fetch_all(&self.pool).await?)
-                })
-                .await
+                $crate::store::sql::fetch!(self, query_as, fetch_all, &q)
             }
 
             async fn session_history(
@@ -198,19 +189,13 @@ macro_rules! impl_turn_store {
                     "profile = $1 AND session_key = $2 AND id < $4 AND session_id = $3 \
                      AND state = 'succeeded' ORDER BY id DESC LIMIT $5",
                 );
-                $crate::store::bounded(self.timeout, async {
-                    let mut rows: Vec<$crate::store::TurnRow> = sqlx::query_as(&q)
-                        .bind(profile)
-                        .bind(session_key)
-                        .bind(session_id)
-                        .bind(before_id)
-                        .bind(limit)
-                        .fetch_all(&self.pool)
-                        .await?;
-                    rows.reverse();
-                    Ok(rows)
-                })
-                .await
+                let mut rows: Vec<$crate::store::TurnRow> = $crate::store::sql::fetch!(
+                    self, query_as, fetch_all,
+                    &q,
+                    profile, session_key, session_id, before_id, limit,
+                )?;
+                rows.reverse();
+                Ok(rows)
             }
 
             async fn turns(
@@ -221,30 +206,21 @@ macro_rules! impl_turn_store {
                     "($1 IS NULL OR profile = $1) AND ($2 IS NULL OR session_key = $2) \
                      AND ($3 IS NULL OR state = $3) ORDER BY id DESC LIMIT $4",
                 );
-                $crate::store::bounded(self.timeout, async {
-                    Ok(sqlx::query_as(&q)
-                        .bind(&f.profile)
-                        .bind(&f.session_key)
-                        .bind(&f.state)
-                        .bind(f.limit)
-                        .fetch_all(&self.pool)
-                        .await?)
-                })
-                .await
+                $crate::store::sql::fetch!(
+                    self, query_as, fetch_all,
+                    &q,
+                    &f.profile, &f.session_key, &f.state, f.limit,
+                )
             }
 
             async fn turn_counts(&self) -> Result<(i64, i64), $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let (q, r): (i64, i64) = sqlx::query_as(
-                        "SELECT COALESCE(SUM(CASE WHEN state = 'queued' THEN 1 ELSE 0 END), 0), \
-                                COALESCE(SUM(CASE WHEN state = 'running' THEN 1 ELSE 0 END), 0) \
-                         FROM turns WHERE state IN ('queued', 'running')",
-                    )
-                    .fetch_one(&self.pool)
-                    .await?;
-                    Ok((q, r))
-                })
-                .await
+                let (q, r): (i64, i64) = $crate::store::sql::fetch!(
+                    self, query_as, fetch_one,
+                    "SELECT COALESCE(SUM(CASE WHEN state = 'queued' THEN 1 ELSE 0 END), 0), \
+                     COALESCE(SUM(CASE WHEN state = 'running' THEN 1 ELSE 0 END), 0) \
+                     FROM turns WHERE state IN ('queued', 'running')",
+                )?;
+                Ok((q, r))
             }
         }
     };
