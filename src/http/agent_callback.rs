@@ -12,7 +12,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{ApiError, AppState, ErrorBody, extract::Path};
-use crate::agent::webhook::{self, SignatureError};
+use crate::{
+    agent::webhook::{self, SignatureError},
+    protocol::Rejection,
+};
 
 /// The agent's answer.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -62,7 +65,7 @@ pub async fn output(
         .as_ref()
         .filter(|s| !s.expose_secret().is_empty())
     else {
-        return Err(ApiError::BadSignature("this profile has no agent secret"));
+        return Err(Rejection::BadSignature("this profile has no agent secret").into());
     };
     let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
     webhook::verify(
@@ -73,16 +76,16 @@ pub async fn output(
         &body,
     )
     .map_err(|e| match e {
-        SignatureError::Missing => ApiError::BadSignature(
+        SignatureError::Missing => Rejection::BadSignature(
             "webhook-id, webhook-timestamp and webhook-signature are required",
         ),
         SignatureError::Stale => {
-            ApiError::BadSignature("webhook-timestamp is outside the allowed window")
+            Rejection::BadSignature("webhook-timestamp is outside the allowed window")
         }
-        SignatureError::Mismatch => ApiError::BadSignature("webhook-signature does not match"),
+        SignatureError::Mismatch => Rejection::BadSignature("webhook-signature does not match"),
     })?;
     let out: AgentOutput = serde_json::from_slice(&body)
-        .map_err(|_| ApiError::MalformedJson("expected {\"output\": \"…\"}".into()))?;
+        .map_err(|_| Rejection::MalformedJson("expected {\"output\": \"…\"}".into()))?;
     if app.callbacks.complete(&turn_id, out.output) {
         Ok(Json(Accepted { status: "accepted" }))
     } else {

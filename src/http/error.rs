@@ -10,7 +10,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde::Serialize;
-use utoipa::ToSchema;
+use utoipa::{IntoResponses, ToSchema};
 
 use crate::{protocol::Rejection, redact};
 
@@ -20,21 +20,10 @@ const MESSAGE_MAX_CHARS: usize = 512;
 /// Every error a route can answer with.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// 401: signature missing or wrong.
-    #[error("{0}")]
-    BadSignature(&'static str),
-    /// 401: verification token wrong.
-    #[error("verification token does not match")]
-    BadToken,
-    /// 401: timestamp outside the window.
-    #[error("{0}")]
-    StaleTimestamp(&'static str),
-    /// 400: body could not be decrypted.
-    #[error("{0}")]
-    Undecryptable(&'static str),
-    /// 400: body is not a readable callback.
-    #[error("{0}")]
-    MalformedJson(String),
+    /// 401 or 400: a callback refused by its signature, token, timestamp, encryption or
+    /// shape.
+    #[error(transparent)]
+    Rejected(#[from] Rejection),
     /// 400: an authentic event the database cannot store (say, U+0000 in an id).
     #[error("{0}")]
     InvalidEvent(String),
@@ -96,15 +85,49 @@ pub struct ErrorDetail {
     pub message: String,
 }
 
+/// The errors of an admin endpoint that are not about what it serves: a parameter it
+/// cannot read, a missing or wrong token.
+#[derive(IntoResponses)]
+pub enum AdminErrors {
+    /// 400.
+    #[response(
+        status = 400,
+        description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)"
+    )]
+    BadRequest(ErrorBody),
+    /// 401.
+    #[response(status = 401, description = "`unauthorized`")]
+    Unauthorized(ErrorBody),
+}
+
+/// The errors every Feishu callback route shares.
+#[derive(IntoResponses)]
+pub enum CallbackErrors {
+    /// 401.
+    #[response(
+        status = 401,
+        description = "`bad_signature`, `bad_token` or `stale_timestamp`"
+    )]
+    Refused(ErrorBody),
+    /// 404.
+    #[response(status = 404, description = "`unknown_profile`")]
+    UnknownProfile(ErrorBody),
+    /// 413.
+    #[response(status = 413, description = "`payload_too_large`")]
+    TooLarge(ErrorBody),
+    /// 503.
+    #[response(
+        status = 503,
+        description = "`store_unavailable`: nothing was stored; Feishu will retry"
+    )]
+    StoreUnavailable(ErrorBody),
+}
+
 impl ApiError {
     /// The stable code.
     pub fn code(&self) -> &'static str {
         match self {
-            Self::BadSignature(_) => "bad_signature",
-            Self::BadToken => "bad_token",
-            Self::StaleTimestamp(_) => "stale_timestamp",
-            Self::Undecryptable(_) => "undecryptable",
-            Self::MalformedJson(_) => "malformed_json",
+            Self::Rejected(r) => r.code(),
             Self::InvalidEvent(_) => "invalid_event",
             Self::UnknownProfile(_) => "unknown_profile",
             Self::PayloadTooLarge(_) => "payload_too_large",
@@ -124,12 +147,11 @@ impl ApiError {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::BadSignature(_)
-            | Self::BadToken
-            | Self::StaleTimestamp(_)
+            Self::Rejected(
+                Rejection::BadSignature(_) | Rejection::BadToken | Rejection::StaleTimestamp(_),
+            )
             | Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Undecryptable(_)
-            | Self::MalformedJson(_)
+            Self::Rejected(Rejection::Undecryptable(_) | Rejection::MalformedJson(_))
             | Self::InvalidEvent(_)
             | Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::UnknownProfile(_)
@@ -152,25 +174,13 @@ impl ApiError {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             Self::PayloadTooLarge(max_body_bytes)
         } else {
-            Self::MalformedJson("body could not be read".into())
+            Rejection::MalformedJson("body could not be read".into()).into()
         }
     }
 
     /// A store failure, keeping its source for the log.
     pub fn store(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::StoreUnavailable(Some(Box::new(e)))
-    }
-}
-
-impl From<Rejection> for ApiError {
-    fn from(r: Rejection) -> Self {
-        match r {
-            Rejection::BadSignature(m) => Self::BadSignature(m),
-            Rejection::BadToken => Self::BadToken,
-            Rejection::StaleTimestamp(m) => Self::StaleTimestamp(m),
-            Rejection::Undecryptable(m) => Self::Undecryptable(m),
-            Rejection::MalformedJson(m) => Self::MalformedJson(m),
-        }
     }
 }
 

@@ -11,7 +11,7 @@ use utoipa::IntoParams;
 
 use super::schemas::ExplanationSchema;
 use super::{
-    AdminAuth, ApiError, AppState, ErrorBody,
+    AdminAuth, AdminErrors, ApiError, AppState, ErrorBody,
     extract::{Path, Query},
 };
 use crate::context::report::render_text;
@@ -37,8 +37,7 @@ pub struct ExplainQuery {
     responses(
         (status = 200, description = "The decision (`Accept: text/plain` for a readable report)",
          content((ExplanationSchema = "application/json"), (String = "text/plain"))),
-        (status = 400, description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        AdminErrors,
         (status = 404, description = "`not_found` (no decision) or `unknown_profile`", body = ErrorBody),
     ))]
 pub async fn explain(

@@ -20,7 +20,7 @@ mod verdicts;
 mod webhook;
 
 pub use auth::AdminAuth;
-pub use error::{ApiError, ErrorBody, ErrorDetail};
+pub use error::{AdminErrors, ApiError, CallbackErrors, ErrorBody, ErrorDetail};
 pub use router::router;
 
 pub use crate::app::state::AppState;

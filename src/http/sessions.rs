@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::{
-    AdminAuth, ApiError, AppState, ErrorBody,
+    AdminAuth, AdminErrors, ApiError, AppState, ErrorBody,
     extract::{Path, Query},
 };
 use crate::{
@@ -85,8 +85,7 @@ pub struct ProfileQuery {
     params(ListQuery),
     responses(
         (status = 200, description = "Session mappings", body = SessionList),
-        (status = 400, description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        AdminErrors,
         (status = 503, description = "`store_unavailable`", body = ErrorBody),
     ))]
 pub async fn list(
@@ -109,8 +108,7 @@ pub async fn list(
     params(("session_key" = String, Path, description = "e.g. `thread:oc_xxx:om_xxx`"), ProfileQuery),
     responses(
         (status = 200, description = "The session", body = SessionBody),
-        (status = 400, description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        AdminErrors,
         (status = 404, description = "`not_found` or `unknown_profile`", body = ErrorBody),
     ))]
 pub async fn get(
@@ -153,8 +151,7 @@ fn no_session(key: &str, profile: &str) -> ApiError {
     params(("session_key" = String, Path, description = "e.g. `thread:oc_xxx:om_xxx`"), ProfileQuery),
     responses(
         (status = 200, description = "The session after the reset", body = SessionBody),
-        (status = 400, description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        AdminErrors,
         (status = 404, description = "`not_found` or `unknown_profile`", body = ErrorBody),
     ))]
 pub async fn reset(

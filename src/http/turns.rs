@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::{
-    AdminAuth, ApiError, AppState, ErrorBody,
+    AdminAuth, AdminErrors, ApiError, AppState, ErrorBody,
     extract::{Path, Query},
 };
 use crate::{
@@ -155,8 +155,7 @@ pub async fn list(
     params(("turn_id" = String, Path, description = "`turn_<hex>`"), VerboseQuery),
     responses(
         (status = 200, description = "The turn", body = TurnBody),
-        (status = 400, description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        AdminErrors,
         (status = 404, description = "`not_found`", body = ErrorBody),
         (status = 503, description = "`store_unavailable`", body = ErrorBody),
     ))]

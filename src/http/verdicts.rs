@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::{
-    AdminAuth, ApiError, AppState, ErrorBody,
+    AdminAuth, AdminErrors, ApiError, AppState, ErrorBody,
     extract::{Path, Query},
 };
 use crate::redact::echo;
@@ -49,8 +49,7 @@ pub struct VerdictBody {
     params(("message_id" = String, Path, description = "`om_…`"), MessageQuery),
     responses(
         (status = 200, description = "Verdicts", body = MessageVerdicts),
-        (status = 400, description = "`bad_request`: a path or query parameter cannot be read (the message names it, not its value)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        AdminErrors,
         (status = 404, description = "`not_found`: no profile received this message (check the event subscription and permissions)", body = ErrorBody),
     ))]
 pub async fn message(

@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio::time::Instant;
 use utoipa::ToSchema;
 
-use super::{ApiError, AppState, ErrorBody, extract::Path};
+use super::{ApiError, AppState, CallbackErrors, ErrorBody, extract::Path};
 use crate::{
     inbox::CommitError,
     protocol::{self, Freshness, SignedHeaders, Verified, VerifiedEvent, events},
@@ -99,10 +99,7 @@ pub struct CallbackAck {
     responses(
         (status = 200, description = "Challenge answered, or event durably stored (or a duplicate)", body = CallbackAck),
         (status = 400, description = "`undecryptable`, `malformed_json`, or `invalid_event` (U+0000 in an id or outside the message text, an id over 512 bytes); `bad_request` when the profile segment is not UTF-8", body = ErrorBody),
-        (status = 401, description = "`bad_signature`, `bad_token` or `stale_timestamp`", body = ErrorBody),
-        (status = 404, description = "`unknown_profile`", body = ErrorBody),
-        (status = 413, description = "`payload_too_large`", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`: nothing was stored; Feishu will retry", body = ErrorBody),
+        CallbackErrors,
     )
 )]
 pub async fn event(
@@ -129,10 +126,7 @@ pub async fn event(
     responses(
         (status = 200, description = "Challenge answered, or `{}` once the action is stored", body = CallbackAck),
         (status = 400, description = "`malformed_json` or `invalid_event`; `bad_request` when the profile segment is not UTF-8", body = ErrorBody),
-        (status = 401, description = "`bad_signature`, `bad_token` or `stale_timestamp`", body = ErrorBody),
-        (status = 404, description = "`unknown_profile`", body = ErrorBody),
-        (status = 413, description = "`payload_too_large`", body = ErrorBody),
-        (status = 503, description = "`store_unavailable`", body = ErrorBody),
+        CallbackErrors,
     )
 )]
 pub async fn card(

@@ -89,6 +89,19 @@ pub enum Rejection {
     MalformedJson(String),
 }
 
+impl Rejection {
+    /// The stable error code a refused callback is answered with.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::BadSignature(_) => "bad_signature",
+            Self::BadToken => "bad_token",
+            Self::StaleTimestamp(_) => "stale_timestamp",
+            Self::Undecryptable(_) => "undecryptable",
+            Self::MalformedJson(_) => "malformed_json",
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct Outer {
     #[serde(default)]

@@ -57,7 +57,10 @@ macro_rules! impl_turn_store {
                             .await?;
                     }
                     tx.commit().await?;
-                    Ok(Some($crate::store::StartedTurn { row_id, decision_id }))
+                    Ok(Some($crate::store::StartedTurn {
+                        row_id,
+                        decision_id,
+                    }))
                 })
                 .await
             }
@@ -164,16 +167,16 @@ macro_rules! impl_turn_store {
                 &self,
                 decision_id: i64,
             ) -> Result<Option<$crate::store::TurnRow>, $crate::store::StoreError> {
-                let q = $crate::store::sql::turns::select("decision_id = $1 ORDER BY id DESC LIMIT 1");
+                let q =
+                    $crate::store::sql::turns::select("decision_id = $1 ORDER BY id DESC LIMIT 1");
                 $crate::store::sql::fetch!(self, query_as, fetch_optional, &q, decision_id)
             }
 
             async fn unfinished_turns(
                 &self,
             ) -> Result<Vec<$crate::store::TurnRow>, $crate::store::StoreError> {
-                let q = $crate::store::sql::turns::select(
-                    "state IN ('queued', 'running') ORDER BY id",
-                );
+                let q =
+                    $crate::store::sql::turns::select("state IN ('queued', 'running') ORDER BY id");
                 $crate::store::sql::fetch!(self, query_as, fetch_all, &q)
             }
 
@@ -190,9 +193,15 @@ macro_rules! impl_turn_store {
                      AND state = 'succeeded' ORDER BY id DESC LIMIT $5",
                 );
                 let mut rows: Vec<$crate::store::TurnRow> = $crate::store::sql::fetch!(
-                    self, query_as, fetch_all,
+                    self,
+                    query_as,
+                    fetch_all,
                     &q,
-                    profile, session_key, session_id, before_id, limit,
+                    profile,
+                    session_key,
+                    session_id,
+                    before_id,
+                    limit,
                 )?;
                 rows.reverse();
                 Ok(rows)
@@ -207,15 +216,22 @@ macro_rules! impl_turn_store {
                      AND ($3 IS NULL OR state = $3) ORDER BY id DESC LIMIT $4",
                 );
                 $crate::store::sql::fetch!(
-                    self, query_as, fetch_all,
+                    self,
+                    query_as,
+                    fetch_all,
                     &q,
-                    &f.profile, &f.session_key, &f.state, f.limit,
+                    &f.profile,
+                    &f.session_key,
+                    &f.state,
+                    f.limit,
                 )
             }
 
             async fn turn_counts(&self) -> Result<(i64, i64), $crate::store::StoreError> {
                 let (q, r): (i64, i64) = $crate::store::sql::fetch!(
-                    self, query_as, fetch_one,
+                    self,
+                    query_as,
+                    fetch_one,
                     "SELECT COALESCE(SUM(CASE WHEN state = 'queued' THEN 1 ELSE 0 END), 0), \
                      COALESCE(SUM(CASE WHEN state = 'running' THEN 1 ELSE 0 END), 0) \
                      FROM turns WHERE state IN ('queued', 'running')",
