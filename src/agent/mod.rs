@@ -229,6 +229,32 @@ impl Agent for Unavailable {
     }
 }
 
+/// A turn in a private chat asking `prompt`, for unit tests.
+#[cfg(test)]
+pub(crate) fn sample_turn(prompt: &str) -> AgentTurn {
+    AgentTurn {
+        turn_id: "t1".into(),
+        profile: "planner".into(),
+        session_key: "p2p:ou_1".into(),
+        session_id: "s1".into(),
+        chat_id: "oc_1".into(),
+        chat_type: "p2p".into(),
+        root_msg_id: "om_1".into(),
+        message_id: "om_1".into(),
+        sender: TurnSender {
+            open_id: "ou_1".into(),
+            name: None,
+        },
+        request_text: prompt.into(),
+        prompt: prompt.into(),
+        context_items: Vec::new(),
+        topic_root: false,
+        quoted: false,
+        history: 0,
+        earlier: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -275,27 +301,7 @@ mod tests {
     #[tokio::test]
     async fn an_unavailable_backend_names_its_kind() {
         let (partial, _rx) = tokio::sync::watch::channel(String::new());
-        let turn = AgentTurn {
-            turn_id: "t1".into(),
-            profile: "planner".into(),
-            session_key: "p2p:ou_1".into(),
-            session_id: "s1".into(),
-            chat_id: "oc_1".into(),
-            chat_type: "p2p".into(),
-            root_msg_id: "om_1".into(),
-            message_id: "om_1".into(),
-            sender: TurnSender {
-                open_id: "ou_1".into(),
-                name: None,
-            },
-            request_text: "hi".into(),
-            prompt: "hi".into(),
-            context_items: Vec::new(),
-            topic_root: false,
-            quoted: false,
-            history: 0,
-            earlier: Vec::new(),
-        };
+        let turn = sample_turn("hi");
         let err = Unavailable("openai")
             .run(&turn, &partial)
             .await

@@ -500,25 +500,8 @@ mod tests {
 
     fn turn(prompt: &str, earlier: Vec<PastTurn>) -> AgentTurn {
         AgentTurn {
-            turn_id: "t1".into(),
-            profile: "planner".into(),
-            session_key: "p2p:ou_1".into(),
-            session_id: "s1".into(),
-            chat_id: "oc_1".into(),
-            chat_type: "p2p".into(),
-            root_msg_id: "om_1".into(),
-            message_id: "om_1".into(),
-            sender: crate::agent::TurnSender {
-                open_id: "ou_1".into(),
-                name: None,
-            },
-            request_text: "hi".into(),
-            prompt: prompt.into(),
-            context_items: Vec::new(),
-            topic_root: false,
-            quoted: false,
-            history: 0,
             earlier,
+            ..crate::agent::sample_turn(prompt)
         }
     }
 

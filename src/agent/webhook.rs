@@ -176,33 +176,12 @@ mod tests {
     use std::{error::Error as _, sync::Arc};
 
     use super::*;
-    use crate::agent::TurnSender;
 
     const SECRET: &str = "whsec_c2VjcmV0LW5ldmVyLXNob3du";
     const REQUEST: &str = "REQUEST-TEXT-7d41";
 
     fn turn() -> AgentTurn {
-        AgentTurn {
-            turn_id: "turn-1".into(),
-            profile: "planner".into(),
-            session_key: "p2p:ou_1".into(),
-            session_id: "s1".into(),
-            chat_id: "oc_1".into(),
-            chat_type: "p2p".into(),
-            root_msg_id: "om_1".into(),
-            message_id: "om_1".into(),
-            sender: TurnSender {
-                open_id: "ou_1".into(),
-                name: None,
-            },
-            request_text: REQUEST.into(),
-            prompt: REQUEST.into(),
-            context_items: Vec::new(),
-            topic_root: false,
-            quoted: false,
-            history: 0,
-            earlier: Vec::new(),
-        }
+        crate::agent::sample_turn(REQUEST)
     }
 
     fn agent(url: String) -> WebhookAgent {
@@ -219,12 +198,7 @@ mod tests {
     async fn answering(status: u16, body: &'static str) -> String {
         let status = axum::http::StatusCode::from_u16(status).expect("a status");
         let app = axum::Router::new().fallback(move || async move { (status, body) });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let url = format!("http://{}/turn", listener.local_addr().expect("addr"));
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        url
+        format!("http://{}/turn", crate::util::testing::serve(app).await)
     }
 
     async fn run(url: String) -> AgentError {
@@ -245,9 +219,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreachable_agent_is_a_transport_failure_with_its_cause() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        drop(listener);
+        let addr = crate::util::testing::closed_port();
         let err = run(format!("http://{addr}/turn")).await;
         let AgentError::Unreachable(cause) = &err else {
             panic!("not a transport failure: {err:?}");

@@ -381,12 +381,7 @@ mod tests {
                 "/open-apis/bot/v3/info",
                 axum::routing::get(move || async move { Json(bot) }),
             );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let base = format!("http://{}", listener.local_addr().expect("addr"));
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        base
+        format!("http://{}", crate::util::testing::serve(app).await)
     }
 
     fn token_ok() -> Value {
@@ -395,9 +390,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_transport_failure_keeps_its_cause_and_names_the_endpoint_not_the_url() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        drop(listener);
+        let addr = crate::util::testing::closed_port();
         let err = client(format!("http://{addr}"))
             .tenant_token()
             .await

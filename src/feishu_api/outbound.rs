@@ -92,15 +92,21 @@ pub trait Outbound: Send + Sync {
     async fn send(&self, reply: Reply) -> Result<String, OutboundError>;
     /// Posts a card; returns its message id.
     async fn send_card(&self, card: CardReply) -> Result<String, OutboundError>;
-    /// Replaces a posted card's content (`text` is its text, for the record).
-    async fn update_card(
-        &self,
-        profile: &str,
-        chat_id: &str,
-        message_id: &str,
-        card: &serde_json::Value,
-        text: &str,
-    ) -> Result<(), OutboundError>;
+    /// Replaces a posted card's content.
+    async fn update_card(&self, update: CardUpdate<'_>) -> Result<(), OutboundError>;
+}
+
+/// New content for a posted card.
+#[derive(Debug, Clone, Copy)]
+pub struct CardUpdate<'a> {
+    /// Sending profile.
+    pub profile: &'a str,
+    pub chat_id: &'a str,
+    /// The card's message.
+    pub message_id: &'a str,
+    pub card: &'a serde_json::Value,
+    /// The card's text, for the record.
+    pub text: &'a str,
 }
 
 /// Records replies in `outbound_messages` and logs that it did (without the text).
@@ -137,21 +143,14 @@ impl Outbound for RecordingOutbound {
         self.send(card.as_reply()).await
     }
 
-    async fn update_card(
-        &self,
-        profile: &str,
-        chat_id: &str,
-        message_id: &str,
-        _card: &serde_json::Value,
-        text: &str,
-    ) -> Result<(), OutboundError> {
+    async fn update_card(&self, update: CardUpdate<'_>) -> Result<(), OutboundError> {
         self.send(Reply {
-            profile: profile.to_string(),
-            chat_id: chat_id.to_string(),
-            reply_to: Some(message_id.to_string()),
+            profile: update.profile.to_string(),
+            chat_id: update.chat_id.to_string(),
+            reply_to: Some(update.message_id.to_string()),
             in_thread: false,
             kind: ReplyKind::CardUpdate,
-            text: text.to_string(),
+            text: update.text.to_string(),
             turn_id: None,
         })
         .await
@@ -295,22 +294,12 @@ impl Outbound for FeishuOutbound {
         Ok(id)
     }
 
-    async fn update_card(
-        &self,
-        profile: &str,
-        chat_id: &str,
-        message_id: &str,
-        card: &serde_json::Value,
-        text: &str,
-    ) -> Result<(), OutboundError> {
-        let Some(client) = self.sender(profile) else {
-            return self
-                .recording
-                .update_card(profile, chat_id, message_id, card, text)
-                .await;
+    async fn update_card(&self, update: CardUpdate<'_>) -> Result<(), OutboundError> {
+        let Some(client) = self.sender(update.profile) else {
+            return self.recording.update_card(update).await;
         };
         client
-            .patch_card(message_id, card)
+            .patch_card(update.message_id, update.card)
             .await
             .map_err(OutboundError::Api)
     }

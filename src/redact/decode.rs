@@ -99,16 +99,7 @@ impl std::error::Error for Failure {}
 /// tracked only on a second pass after a failure, so a good document is read once, at
 /// full speed.
 pub fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, Failure> {
-    if let Ok(value) = serde_json::from_str(text) {
-        return Ok(value);
-    }
-    let mut de = serde_json::Deserializer::from_str(text);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| of_json(&e))?;
-    de.end().map_err(|e| Failure {
-        kind: syntax(&e),
-        path: render_path([]),
-    })?;
-    Ok(value)
+    from_json_bytes(text.as_bytes())
 }
 
 /// Decodes JSON bytes into `T`, as [`from_json`] does text (bytes that are not UTF-8

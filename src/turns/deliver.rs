@@ -23,7 +23,7 @@ use crate::{
     },
     feishu_api::{
         identity::Identities,
-        outbound::{Outbound, OutboundError},
+        outbound::{CardUpdate, Outbound, OutboundError},
         reply::split,
     },
     store::{
@@ -160,7 +160,13 @@ impl Deliverer {
         };
         let card = answer_card(first, state, &job.turn_id);
         self.outbound
-            .update_card(&job.profile, &job.chat_id, card_id, &card, first)
+            .update_card(CardUpdate {
+                profile: &job.profile,
+                chat_id: &job.chat_id,
+                message_id: card_id,
+                card: &card,
+                text: first,
+            })
             .await?;
         if parts.len() > 1 {
             self.send_answer(job, &parts[1..].join("\n")).await?;
@@ -190,7 +196,13 @@ impl Deliverer {
         let card = answer_card(text, state, to.turn_id);
         if let Err(e) = self
             .outbound
-            .update_card(to.profile, to.chat_id, card_id, &card, text)
+            .update_card(CardUpdate {
+                profile: to.profile,
+                chat_id: to.chat_id,
+                message_id: card_id,
+                card: &card,
+                text,
+            })
             .await
         {
             tracing::warn!(turn_id = %to.turn_id, error = %e, "card not updated");

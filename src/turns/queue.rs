@@ -176,6 +176,14 @@ mod tests {
         Box::new(move |t| Box::pin(f(t)))
     }
 
+    /// A job that logs `what`.
+    fn say(log: &mpsc::UnboundedSender<&'static str>, what: &'static str) -> Job {
+        let log = log.clone();
+        job(move |_| async move {
+            log.send(what).ok();
+        })
+    }
+
     #[tokio::test]
     async fn one_key_runs_in_order_while_another_key_proceeds() {
         let q = SessionQueues::new();
@@ -192,22 +200,8 @@ mod tests {
                 l.send("a1 end").ok();
             }),
         );
-        let l = log_tx.clone();
-        q.submit(
-            "a",
-            "",
-            job(move |_| async move {
-                l.send("a2").ok();
-            }),
-        );
-        let l = log_tx.clone();
-        q.submit(
-            "b",
-            "",
-            job(move |_| async move {
-                l.send("b1").ok();
-            }),
-        );
+        q.submit("a", "", say(&log_tx, "a2"));
+        q.submit("b", "", say(&log_tx, "b1"));
 
         // b runs to completion while a1 is still blocked.
         let mut seen = Vec::new();

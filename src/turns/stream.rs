@@ -11,7 +11,7 @@ use super::{
     card::{CARD_TEXT_MAX, CardState, answer_card},
     job::{ReplyTo, TurnJob},
 };
-use crate::feishu_api::outbound::{CardReply, Outbound};
+use crate::feishu_api::outbound::{CardReply, CardUpdate, Outbound};
 
 /// Fewest milliseconds between two updates of one card. Feishu allows 5 updates per
 /// second per message; this stays well below, leaving room for the final update.
@@ -101,7 +101,13 @@ async fn keep_current(
         let shown: String = now.chars().take(CARD_TEXT_MAX).collect();
         let card = answer_card(&shown, CardState::Running, &job.turn_id);
         if let Err(e) = outbound
-            .update_card(&job.profile, &job.chat_id, &message_id, &card, &shown)
+            .update_card(CardUpdate {
+                profile: &job.profile,
+                chat_id: &job.chat_id,
+                message_id: &message_id,
+                card: &card,
+                text: &shown,
+            })
             .await
         {
             tracing::warn!(turn_id = %job.turn_id, error = %e, "card update failed");

@@ -2,6 +2,8 @@
 //! fixed strings ([`spelled`]).
 
 pub mod spelled;
+#[cfg(test)]
+pub(crate) mod testing;
 mod time;
 
 pub use time::UnixMs;
