@@ -134,17 +134,9 @@ pub fn truncate(text: &str, max: usize) -> (String, bool) {
 
 /// Selects the thread context for a turn from `candidates` (any order).
 pub fn select_thread(req: &Request<'_>, mut candidates: Vec<Candidate>) -> Selection {
-    candidates.sort_by_key(|c| c.event_id);
-    let mut excluded = Vec::new();
-    let mut eligible = Vec::new();
-    for c in &candidates {
-        let reason = if req.is_command {
-            Some(Exclusion::Command)
-        } else if c.recalled {
-            Some(Exclusion::Recalled)
-        } else if c.message_id == req.message_id {
-            Some(Exclusion::SameTurnRequest)
-        } else if c.item_type == ItemType::AgentOutput && c.bridge_id == req.bridge_id {
+    let total = candidates.len();
+    let (eligible, mut excluded) = sift(req, &mut candidates, |c| {
+        if c.item_type == ItemType::AgentOutput && c.bridge_id == req.bridge_id {
             Some(Exclusion::OwnOutput)
         } else if c.item_type != ItemType::AgentOutput && c.bot_profile != req.profile {
             // Another bot's record of the discussion: this bot relies on its own view.
@@ -153,14 +145,10 @@ pub fn select_thread(req: &Request<'_>, mut candidates: Vec<Candidate>) -> Selec
             Some(Exclusion::Mode)
         } else {
             None
-        };
-        match reason {
-            Some(r) => excluded.push(exclusion(c, r)),
-            None => eligible.push(c),
         }
-    }
+    });
     let mut diagnostics = Diagnostics {
-        candidates: candidates.len(),
+        candidates: total,
         eligible: eligible.len(),
         limit: req.limit,
         max_chars: req.max_chars,
@@ -174,18 +162,11 @@ pub fn select_thread(req: &Request<'_>, mut candidates: Vec<Candidate>) -> Selec
             } else {
                 (c.text.clone(), false)
             };
-            Selected {
-                item_id: c.item_id,
-                message_id: c.message_id.clone(),
-                item_type: c.item_type,
-                author_label: c.author_label.clone(),
-                text,
-                truncated: cut || c.truncated,
-            }
+            selected(c, text, cut || c.truncated)
         })
         .collect();
     diagnostics.truncated = picked.iter().filter(|s| s.truncated).count();
-    diagnostics.chars_before = picked.iter().map(|s| s.text.chars().count()).sum();
+    diagnostics.chars_before = total_chars(&picked);
 
     // Trim from the oldest side: first the item limit, then the character budget.
     let mut cut = Vec::new();
@@ -194,7 +175,7 @@ pub fn select_thread(req: &Request<'_>, mut candidates: Vec<Candidate>) -> Selec
         excluded.extend(picked.drain(..over).map(|s| dropped(&s, Exclusion::Limit)));
         cut.push(Exclusion::Limit.as_str());
     }
-    let mut chars: usize = picked.iter().map(|s| s.text.chars().count()).sum();
+    let mut chars = total_chars(&picked);
     let mut cut_chars = false;
     while chars > req.max_chars && !picked.is_empty() {
         let s = picked.remove(0);
@@ -225,45 +206,28 @@ pub fn select_pending(
     mut candidates: Vec<Candidate>,
     skip_items: &[i64],
 ) -> Selection {
-    candidates.sort_by_key(|c| c.event_id);
-    let mut excluded = Vec::new();
-    let mut kept = Vec::new();
-    for c in &candidates {
-        let reason = if req.is_command {
-            Some(Exclusion::Command)
-        } else if c.recalled {
-            Some(Exclusion::Recalled)
-        } else if c.message_id == req.message_id {
-            Some(Exclusion::SameTurnRequest)
-        } else if skip_items.contains(&c.item_id) {
-            Some(Exclusion::InThreadContext)
-        } else {
-            None
-        };
-        match reason {
-            Some(r) => excluded.push(exclusion(c, r)),
-            None => kept.push(Selected {
-                item_id: c.item_id,
-                message_id: c.message_id.clone(),
-                item_type: c.item_type,
-                author_label: c.author_label.clone(),
-                text: c.text.clone(),
-                truncated: false,
-            }),
-        }
-    }
+    let total = candidates.len();
+    let (kept, mut excluded) = sift(req, &mut candidates, |c| {
+        skip_items
+            .contains(&c.item_id)
+            .then_some(Exclusion::InThreadContext)
+    });
+    let mut kept: Vec<Selected> = kept
+        .into_iter()
+        .map(|c| selected(c, c.text.clone(), false))
+        .collect();
     let eligible = kept.len();
-    let chars_before = kept.iter().map(|s| s.text.chars().count()).sum();
+    let chars_before = total_chars(&kept);
     let mut cut_by = None;
     if kept.len() > PENDING_CAP {
         let over = kept.len() - PENDING_CAP;
         excluded.extend(kept.drain(..over).map(|s| dropped(&s, Exclusion::Limit)));
         cut_by = Some(Exclusion::Limit.to_string());
     }
-    let chars_after = kept.iter().map(|s| s.text.chars().count()).sum();
+    let chars_after = total_chars(&kept);
     Selection {
         diagnostics: Diagnostics {
-            candidates: candidates.len(),
+            candidates: total,
             eligible,
             selected: kept.len(),
             chars_before,
@@ -276,6 +240,50 @@ pub fn select_pending(
         selected: kept,
         excluded,
     }
+}
+
+/// Sorts `candidates` into arrival order and splits them into the eligible and the
+/// excluded: first by the rules every selection shares (a command carries no context, a
+/// recalled message is gone, a turn's own request is not its context), then by `why`.
+fn sift<'a>(
+    req: &Request<'_>,
+    candidates: &'a mut [Candidate],
+    why: impl Fn(&Candidate) -> Option<Exclusion>,
+) -> (Vec<&'a Candidate>, Vec<Excluded>) {
+    candidates.sort_by_key(|c| c.event_id);
+    let mut eligible = Vec::new();
+    let mut excluded = Vec::new();
+    for c in candidates.iter() {
+        let reason = if req.is_command {
+            Some(Exclusion::Command)
+        } else if c.recalled {
+            Some(Exclusion::Recalled)
+        } else if c.message_id == req.message_id {
+            Some(Exclusion::SameTurnRequest)
+        } else {
+            why(c)
+        };
+        match reason {
+            Some(r) => excluded.push(exclusion(c, r)),
+            None => eligible.push(c),
+        }
+    }
+    (eligible, excluded)
+}
+
+fn selected(c: &Candidate, text: String, truncated: bool) -> Selected {
+    Selected {
+        item_id: c.item_id,
+        message_id: c.message_id.clone(),
+        item_type: c.item_type,
+        author_label: c.author_label.clone(),
+        text,
+        truncated,
+    }
+}
+
+fn total_chars(items: &[Selected]) -> usize {
+    items.iter().map(|s| s.text.chars().count()).sum()
 }
 
 fn exclusion(c: &Candidate, reason: Exclusion) -> Excluded {
