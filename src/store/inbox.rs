@@ -103,7 +103,7 @@ pub enum InsertOutcome {
 }
 
 /// An inbox row.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct InboxEvent {
     /// Row id (arrival order).
     pub id: i64,
@@ -115,6 +115,7 @@ pub struct InboxEvent {
     /// Decrypted JSON text.
     pub payload: String,
     pub received_at: UnixMs,
+    #[sqlx(try_from = "String")]
     pub status: InboxStatus,
     /// Processing attempts started.
     pub attempts: i64,
@@ -138,12 +139,13 @@ pub struct InboxCounts {
 }
 
 /// A failed or retrying event, for `/status`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct InboxProblem {
     pub profile: String,
     pub event_id: String,
     pub event_type: String,
     /// Status (`pending` = will retry, `failed` = gave up).
+    #[sqlx(try_from = "String")]
     pub status: InboxStatus,
     /// Attempts so far.
     pub attempts: i64,

@@ -75,9 +75,6 @@ pub enum StoreError {
     /// A migration failed.
     #[error("migration failed")]
     Migrate(#[from] sqlx::migrate::MigrateError),
-    /// A row held a value this version cannot read.
-    #[error("corrupt row: {0}")]
-    Corrupt(String),
     /// A write was not confirmed committed (its connection's transaction state was in
     /// doubt); the connection was closed and nothing may be assumed stored.
     #[error("the write was not confirmed committed")]
@@ -102,10 +99,10 @@ impl StoreError {
     /// rather than refusing what was asked of it: the same write can succeed once it is
     /// back, so it is worth retrying without limit.
     pub fn database_failed(&self) -> bool {
+        // A row holding a value this version cannot read.
         let unreadable = matches!(
             self,
-            Self::Corrupt(_)
-                | Self::Database(sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_))
+            Self::Database(sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_))
         );
         !self.refuses_row() && !unreadable
     }
@@ -169,10 +166,6 @@ pub(crate) async fn bounded<T>(
     tokio::time::timeout(limit, fut)
         .await
         .map_err(|_| StoreError::Timeout(limit))?
-}
-
-pub(crate) fn parse_status(s: &str) -> Result<InboxStatus, StoreError> {
-    InboxStatus::parse(s).ok_or_else(|| StoreError::Corrupt(format!("inbox status {s:?}")))
 }
 
 #[cfg(test)]

@@ -81,15 +81,10 @@ const CLAIM_LOCK: &str = "FOR UPDATE SKIP LOCKED";
 /// A plain `BEGIN`; the commit that follows is what makes a batch durable.
 const BEGIN_WRITE: &str = "BEGIN";
 
-super::sql::database::impl_database!(
+super::sql::impl_store!(
     PgStore,
     Backend::Postgres,
     sqlx::migrate!("migrations/postgres"),
-    BEGIN_WRITE
+    BEGIN_WRITE,
+    CLAIM_LOCK
 );
-super::sql::inbox::impl_inbox_store!(PgStore, Backend::Postgres, CLAIM_LOCK);
-super::sql::sessions::impl_session_store!(PgStore);
-super::sql::event_log::impl_event_log!(PgStore);
-super::sql::decisions::impl_decision_store!(PgStore);
-super::sql::turns::impl_turn_store!(PgStore);
-super::sql::outbound::impl_outbound_store!(PgStore);

@@ -80,15 +80,10 @@ const CLAIM_LOCK: &str = "";
 /// connection already inside a transaction fails here instead of nesting.
 const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 
-super::sql::database::impl_database!(
+super::sql::impl_store!(
     SqliteStore,
     Backend::Sqlite,
     sqlx::migrate!("migrations/sqlite"),
-    BEGIN_WRITE
+    BEGIN_WRITE,
+    CLAIM_LOCK
 );
-super::sql::inbox::impl_inbox_store!(SqliteStore, Backend::Sqlite, CLAIM_LOCK);
-super::sql::sessions::impl_session_store!(SqliteStore);
-super::sql::event_log::impl_event_log!(SqliteStore);
-super::sql::decisions::impl_decision_store!(SqliteStore);
-super::sql::turns::impl_turn_store!(SqliteStore);
-super::sql::outbound::impl_outbound_store!(SqliteStore);

@@ -2,7 +2,7 @@
 //! owners and leases, outcomes. SQLite accepts the same `$n` placeholders as Postgres,
 //! so only statements whose meaning differs (locking) are passed in per backend.
 
-use crate::store::{Finish, InboxEvent, InboxProblem, StoreError, parse_status};
+use crate::store::{Finish, InboxEvent};
 
 /// One multi-row `INSERT` for a whole group-commit batch: a statement per event would
 /// cost a round trip (and, on SQLite, a hand-off to its thread) per row. Rows that hit a
@@ -53,7 +53,7 @@ pub(crate) fn outcomes(
         .collect()
 }
 
-/// Columns of [`InboxRow`], for `SELECT` and `RETURNING`.
+/// Columns of an [`InboxEvent`], for `SELECT` and `RETURNING`.
 pub(crate) const INBOX_COLUMNS: &str = "id, profile, event_id, event_type, message_id, payload, \
      received_at, status, attempts, last_error, next_attempt_at";
 
@@ -112,74 +112,10 @@ pub(crate) fn select_inbox_by_key() -> String {
     format!("SELECT {INBOX_COLUMNS} FROM inbox_events WHERE profile = $1 AND event_id = $2")
 }
 
-/// An `inbox_events` row as read.
-#[derive(sqlx::FromRow)]
-pub(crate) struct InboxRow {
-    id: i64,
-    profile: String,
-    event_id: String,
-    event_type: String,
-    message_id: Option<String>,
-    payload: String,
-    received_at: crate::util::UnixMs,
-    status: String,
-    attempts: i64,
-    last_error: Option<String>,
-    next_attempt_at: crate::util::UnixMs,
-}
-
-impl TryFrom<InboxRow> for InboxEvent {
-    type Error = StoreError;
-    fn try_from(r: InboxRow) -> Result<Self, StoreError> {
-        Ok(Self {
-            status: parse_status(&r.status)?,
-            id: r.id,
-            profile: r.profile,
-            event_id: r.event_id,
-            event_type: r.event_type,
-            message_id: r.message_id,
-            payload: r.payload,
-            received_at: r.received_at,
-            attempts: r.attempts,
-            last_error: r.last_error,
-            next_attempt_at: r.next_attempt_at,
-        })
-    }
-}
-
-/// A row of [`PROBLEMS`].
-#[derive(sqlx::FromRow)]
-pub(crate) struct ProblemRow {
-    profile: String,
-    event_id: String,
-    event_type: String,
-    status: String,
-    attempts: i64,
-    last_error: Option<String>,
-}
-
-impl TryFrom<ProblemRow> for InboxProblem {
-    type Error = StoreError;
-    fn try_from(r: ProblemRow) -> Result<Self, StoreError> {
-        Ok(Self {
-            status: parse_status(&r.status)?,
-            profile: r.profile,
-            event_id: r.event_id,
-            event_type: r.event_type,
-            attempts: r.attempts,
-            last_error: r.last_error,
-        })
-    }
-}
-
 /// Rows claimed together come back from `RETURNING` in no particular order.
-pub(crate) fn in_arrival_order(rows: Vec<InboxRow>) -> Result<Vec<InboxEvent>, StoreError> {
-    let mut events = rows
-        .into_iter()
-        .map(InboxEvent::try_from)
-        .collect::<Result<Vec<_>, _>>()?;
+pub(crate) fn in_arrival_order(mut events: Vec<InboxEvent>) -> Vec<InboxEvent> {
     events.sort_by_key(|e| e.id);
-    Ok(events)
+    events
 }
 
 /// The statement and its `$2` (error) and `$3` (time) arguments for one [`Finish`].
@@ -247,12 +183,12 @@ macro_rules! impl_inbox_store {
                     $claim_lock,
                     $crate::store::sql::inbox::INBOX_COLUMNS
                 );
-                let rows: Vec<$crate::store::sql::inbox::InboxRow> = $crate::store::sql::fetch!(
+                let rows = $crate::store::sql::fetch!(
                     self, query_as, fetch_all,
                     &q,
                     now, lease_ms, limit, owner,
                 )?;
-                $crate::store::sql::inbox::in_arrival_order(rows)
+                Ok($crate::store::sql::inbox::in_arrival_order(rows))
             }
 
             async fn renew_leases(
@@ -350,14 +286,11 @@ macro_rules! impl_inbox_store {
                 &self,
                 limit: i64,
             ) -> Result<Vec<$crate::store::InboxProblem>, $crate::store::StoreError> {
-                let rows: Vec<$crate::store::sql::inbox::ProblemRow> = $crate::store::sql::fetch!(
+                $crate::store::sql::fetch!(
                     self, query_as, fetch_all,
                     $crate::store::sql::inbox::PROBLEMS,
                     limit,
-                )?;
-                rows.into_iter()
-                    .map($crate::store::InboxProblem::try_from)
-                    .collect()
+                )
             }
 
             async fn inbox_event(
@@ -365,12 +298,11 @@ macro_rules! impl_inbox_store {
                 profile: &str,
                 event_id: &str,
             ) -> Result<Option<$crate::store::InboxEvent>, $crate::store::StoreError> {
-                let row: Option<$crate::store::sql::inbox::InboxRow> = $crate::store::sql::fetch!(
+                $crate::store::sql::fetch!(
                     self, query_as, fetch_optional,
                     &$crate::store::sql::inbox::select_inbox_by_key(),
                     profile, event_id,
-                )?;
-                row.map($crate::store::InboxEvent::try_from).transpose()
+                )
             }
         }
     };

@@ -28,3 +28,18 @@ macro_rules! fetch {
     };
 }
 pub(crate) use fetch;
+
+/// Every store surface for the backend type `$store`: `$begin` is its statement that
+/// begins a write transaction, `$claim_lock` the row lock of an inbox claim.
+macro_rules! impl_store {
+    ($store:ty, $backend:expr, $migrator:expr, $begin:expr, $claim_lock:expr) => {
+        $crate::store::sql::database::impl_database!($store, $backend, $migrator, $begin);
+        $crate::store::sql::inbox::impl_inbox_store!($store, $backend, $claim_lock);
+        $crate::store::sql::sessions::impl_session_store!($store);
+        $crate::store::sql::event_log::impl_event_log!($store);
+        $crate::store::sql::decisions::impl_decision_store!($store);
+        $crate::store::sql::turns::impl_turn_store!($store);
+        $crate::store::sql::outbound::impl_outbound_store!($store);
+    };
+}
+pub(crate) use impl_store;
