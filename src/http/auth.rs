@@ -10,11 +10,17 @@ use crate::protocol::crypto::ct_eq;
 #[derive(Debug, Clone, Copy)]
 pub struct AdminAuth;
 
-impl FromRequestParts<AppState> for AdminAuth {
+/// The application state, handed only to a request that carried the admin token: an
+/// admin route takes this instead of the plain state, so it cannot forget the check.
+#[derive(Debug, Clone)]
+pub struct Admin(pub AppState);
+
+impl FromRequestParts<AppState> for Admin {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        check(&parts.headers, state)
+        check(&parts.headers, state)?;
+        Ok(Self(state.clone()))
     }
 }
 

@@ -2,7 +2,6 @@
 
 use axum::{
     Json,
-    extract::State,
     http::{HeaderMap, header},
     response::{IntoResponse, Response},
 };
@@ -11,7 +10,7 @@ use utoipa::IntoParams;
 
 use super::schemas::ExplanationSchema;
 use super::{
-    AdminAuth, AdminErrors, ApiError, AppState, ErrorBody,
+    Admin, AdminErrors, ApiError, ErrorBody,
     extract::{Path, Query},
 };
 use crate::context::report::render_text;
@@ -41,8 +40,7 @@ pub struct ExplainQuery {
         (status = 404, description = "`not_found` (no decision) or `unknown_profile`", body = ErrorBody),
     ))]
 pub async fn explain(
-    State(app): State<AppState>,
-    _auth: AdminAuth,
+    Admin(app): Admin,
     Path(root_msg_id): Path<String>,
     Query(q): Query<ExplainQuery>,
     headers: HeaderMap,

@@ -19,7 +19,7 @@ mod turns;
 mod verdicts;
 mod webhook;
 
-pub use auth::AdminAuth;
+pub use auth::{Admin, AdminAuth};
 pub use error::{AdminErrors, ApiError, CallbackErrors, ErrorBody, ErrorDetail};
 pub use router::router;
 

@@ -1,11 +1,11 @@
 //! `GET /sessions`, `GET /sessions/{session_key}`, `DELETE /sessions/{session_key}`.
 
-use axum::{Json, extract::State};
+use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::{
-    AdminAuth, AdminErrors, ApiError, AppState, ErrorBody,
+    Admin, AdminErrors, ApiError, AppState, ErrorBody,
     extract::{Path, Query},
 };
 use crate::{
@@ -89,8 +89,7 @@ pub struct ProfileQuery {
         (status = 503, description = "`store_unavailable`", body = ErrorBody),
     ))]
 pub async fn list(
-    State(app): State<AppState>,
-    _auth: AdminAuth,
+    Admin(app): Admin,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<SessionList>, ApiError> {
     let rows = app
@@ -112,8 +111,7 @@ pub async fn list(
         (status = 404, description = "`not_found` or `unknown_profile`", body = ErrorBody),
     ))]
 pub async fn get(
-    State(app): State<AppState>,
-    _auth: AdminAuth,
+    Admin(app): Admin,
     Path(key): Path<String>,
     Query(q): Query<ProfileQuery>,
 ) -> Result<Json<SessionBody>, ApiError> {
@@ -155,8 +153,7 @@ fn no_session(key: &str, profile: &str) -> ApiError {
         (status = 404, description = "`not_found` or `unknown_profile`", body = ErrorBody),
     ))]
 pub async fn reset(
-    State(app): State<AppState>,
-    _auth: AdminAuth,
+    Admin(app): Admin,
     Path(key): Path<String>,
     Query(q): Query<ProfileQuery>,
 ) -> Result<Json<SessionBody>, ApiError> {

@@ -1,10 +1,10 @@
 //! `/status`: what an operator checks first. Never a secret.
 
-use axum::{Json, extract::State};
+use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::{AdminAuth, ApiError, AppState, ErrorBody};
+use super::{Admin, ApiError, ErrorBody};
 
 /// `GET /status`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -90,10 +90,7 @@ pub struct TurnsStatus {
         (status = 200, description = "Status (never contains a secret)", body = StatusBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
     ))]
-pub async fn status(
-    State(app): State<AppState>,
-    _auth: AdminAuth,
-) -> Result<Json<StatusBody>, ApiError> {
+pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
     let ok = app.store.ping().await.is_ok();
     // The reads only when the database answered the ping, and at the same time.
     let (counts, turns, problems) = if ok {

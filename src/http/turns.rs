@@ -1,12 +1,12 @@
 //! `GET /turns` and `GET /turns/{turn_id}`: what became of each request handed to an
 //! agent — its state, timings, error, the decision it made and the reply it posted.
 
-use axum::{Json, extract::State};
+use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::{
-    AdminAuth, AdminErrors, ApiError, AppState, ErrorBody,
+    Admin, AdminErrors, ApiError, ErrorBody,
     extract::{Path, Query},
 };
 use crate::{
@@ -122,8 +122,7 @@ pub struct VerboseQuery {
         (status = 503, description = "`store_unavailable`", body = ErrorBody),
     ))]
 pub async fn list(
-    State(app): State<AppState>,
-    _auth: AdminAuth,
+    Admin(app): Admin,
     Query(q): Query<TurnsQuery>,
 ) -> Result<Json<TurnList>, ApiError> {
     if let Some(s) = q.state.as_deref().filter(|s| TurnState::parse(s).is_none()) {
@@ -160,8 +159,7 @@ pub async fn list(
         (status = 503, description = "`store_unavailable`", body = ErrorBody),
     ))]
 pub async fn get(
-    State(app): State<AppState>,
-    _auth: AdminAuth,
+    Admin(app): Admin,
     Path(turn_id): Path<String>,
     Query(q): Query<VerboseQuery>,
 ) -> Result<Json<TurnBody>, ApiError> {

@@ -1,11 +1,11 @@
 //! `GET /explain/message/{message_id}`: why a message was ignored, observed or invoked.
 
-use axum::{Json, extract::State};
+use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::{
-    AdminAuth, AdminErrors, ApiError, AppState, ErrorBody,
+    Admin, AdminErrors, ApiError, ErrorBody,
     extract::{Path, Query},
 };
 use crate::redact::echo;
@@ -53,8 +53,7 @@ pub struct VerdictBody {
         (status = 404, description = "`not_found`: no profile received this message (check the event subscription and permissions)", body = ErrorBody),
     ))]
 pub async fn message(
-    State(app): State<AppState>,
-    _auth: AdminAuth,
+    Admin(app): Admin,
     Path(message_id): Path<String>,
     Query(q): Query<MessageQuery>,
 ) -> Result<Json<MessageVerdicts>, ApiError> {

@@ -99,20 +99,20 @@ pub fn seal(
 
 /// `hex(SHA-256(timestamp + nonce + encrypt_key + body))`.
 pub fn event_signature(timestamp: &str, nonce: &str, encrypt_key: &str, body: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(timestamp.as_bytes());
-    h.update(nonce.as_bytes());
-    h.update(encrypt_key.as_bytes());
-    h.update(body);
-    hex::encode(h.finalize())
+    signature::<Sha256>(timestamp, nonce, encrypt_key, body)
 }
 
 /// `hex(SHA-1(timestamp + nonce + verification_token + body))` (legacy card callbacks).
 pub fn card_signature(timestamp: &str, nonce: &str, token: &str, body: &[u8]) -> String {
-    let mut h = Sha1::new();
+    signature::<Sha1>(timestamp, nonce, token, body)
+}
+
+/// `hex(D(timestamp + nonce + secret + body))`: both callback signatures, by digest.
+fn signature<D: Digest>(timestamp: &str, nonce: &str, secret: &str, body: &[u8]) -> String {
+    let mut h = D::new();
     h.update(timestamp.as_bytes());
     h.update(nonce.as_bytes());
-    h.update(token.as_bytes());
+    h.update(secret.as_bytes());
     h.update(body);
     hex::encode(h.finalize())
 }
