@@ -4,13 +4,15 @@
 //! Secrets are [`SecretString`]s, which never print; a validation error names the key it
 //! is about, in the `profiles[1].encrypt_key` form.
 
+mod error;
 mod limits;
 mod load;
 mod validate;
 
 use std::{net::SocketAddr, path::PathBuf};
 
-pub use load::{ConfigError, ConfigSource, load, load_from_str};
+pub use error::ConfigError;
+pub use load::{ConfigSource, load, load_from_str};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 

@@ -16,6 +16,7 @@ mod hygiene;
 mod inbox;
 mod outbound;
 mod postgres;
+mod records;
 mod sessions;
 pub(crate) mod sql;
 mod sqlite;
@@ -26,15 +27,14 @@ use std::{sync::Arc, time::Duration};
 
 pub use database::Database;
 pub use decisions::{DecisionRow, DecisionStore, NewDecision};
-pub use event_log::{
-    ContextEventRow, EventLog, NewContextEvent, NewItem, NewVerdict, RouteWrite, Routed, VerdictRow,
-};
+pub use event_log::{ContextEventRow, EventLog, NewVerdict, RouteWrite, Routed, VerdictRow};
 pub use inbox::{
     Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore, InsertOutcome,
     MAX_ID_BYTES, NewInboxEvent,
 };
 pub use outbound::{NewOutbound, OutboundRow, OutboundStore, ReplyKind};
 pub use postgres::PgStore;
+pub use records::{NewContextEvent, NewItem};
 use secrecy::ExposeSecret;
 pub use sessions::{NewSession, SessionRow, SessionStore};
 pub use sqlite::SqliteStore;

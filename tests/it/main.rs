@@ -12,6 +12,7 @@ mod explain;
 mod full_loop;
 mod hygiene;
 mod inbox;
+mod layout;
 mod migrations;
 mod openai_agent;
 mod operating;
