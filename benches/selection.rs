@@ -430,7 +430,10 @@ fn joined<E: std::fmt::Debug>(r: Option<Result<Result<(), E>, tokio::task::JoinE
 async fn select_and_assemble(store: &dyn Store) -> (Selection, String) {
     let window = i64::try_from(LIMIT * 2 + 32).unwrap_or(i64::MAX);
     let rows = store
-        .thread_candidates(PLANNER, CHAT_ID, ROOT, window)
+        .thread_candidates(
+            feishu_bridge::store::ProfileThread::new(PLANNER, CHAT_ID, ROOT),
+            window,
+        )
         .await
         .expect("thread candidates");
     let req = Request {

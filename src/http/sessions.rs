@@ -10,7 +10,7 @@ use super::{
 };
 use crate::{
     redact::echo,
-    store::SessionRow,
+    store::{SessionReset, SessionRow},
     util::{UnixMs, new_session_id},
 };
 
@@ -160,13 +160,13 @@ pub async fn reset(
     let (profile, current) = find(&app, q.profile, &key).await?;
     let row = app
         .store
-        .reset_session(
-            &profile,
-            &key,
-            &current.history_scope,
-            &new_session_id(),
-            UnixMs::now(),
-        )
+        .reset_session(&SessionReset {
+            profile: &profile,
+            key: &key,
+            history_scope: &current.history_scope,
+            new_session_id: &new_session_id(),
+            now: UnixMs::now(),
+        })
         .await
         .map_err(ApiError::store)?;
     row.map(|r| Json(r.into()))

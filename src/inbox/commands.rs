@@ -11,7 +11,7 @@ use crate::{
     protocol::events::ChatType,
     routing::{Command, HELP},
     store::ReplyKind,
-    store::{SessionRow, SessionStore, StoreError},
+    store::{SessionReset, SessionRow, SessionStore, StoreError},
     turns::queue::SessionQueues,
     util::{UnixMs, new_session_id},
 };
@@ -66,13 +66,13 @@ pub async fn execute(
         Command::New | Command::Reset => {
             let fresh = new_session_id();
             let row = store
-                .reset_session(
-                    &s.profile,
-                    &s.session_key,
-                    call.history_scope,
-                    &fresh,
-                    UnixMs::now(),
-                )
+                .reset_session(&SessionReset {
+                    profile: &s.profile,
+                    key: &s.session_key,
+                    history_scope: call.history_scope,
+                    new_session_id: &fresh,
+                    now: UnixMs::now(),
+                })
                 .await?;
             match row {
                 Some(row) => format!(

@@ -10,6 +10,26 @@ use crate::{
     routing::{Reason, Verdict},
 };
 
+/// A thread as one profile recorded it: each profile reads its own records of a thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProfileThread<'a> {
+    pub profile: &'a str,
+    pub chat_id: &'a str,
+    /// The thread's root message id.
+    pub root_msg_id: &'a str,
+}
+
+impl<'a> ProfileThread<'a> {
+    /// The thread under `root_msg_id` in `chat_id`, as `profile` recorded it.
+    pub fn new(profile: &'a str, chat_id: &'a str, root_msg_id: &'a str) -> Self {
+        Self {
+            profile,
+            chat_id,
+            root_msg_id,
+        }
+    }
+}
+
 /// A routing verdict to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewVerdict {
@@ -128,9 +148,7 @@ pub trait EventLog: Send + Sync + 'static {
     /// A thread's event log as one profile recorded it, in write order.
     async fn thread_events(
         &self,
-        profile: &str,
-        chat_id: &str,
-        root_msg_id: &str,
+        thread: ProfileThread<'_>,
     ) -> Result<Vec<ContextEventRow>, StoreError>;
     /// Every event-log record of a message, all profiles.
     async fn message_events(&self, message_id: &str) -> Result<Vec<ContextEventRow>, StoreError>;
@@ -140,9 +158,7 @@ pub trait EventLog: Send + Sync + 'static {
     /// topic-root and discussion records and every profile's agent outputs.
     async fn thread_candidates(
         &self,
-        profile: &str,
-        chat_id: &str,
-        root_msg_id: &str,
+        thread: ProfileThread<'_>,
         window: i64,
     ) -> Result<Vec<Candidate>, StoreError>;
     /// The newest `cap` items observed in a history scope after its watermark.
@@ -156,9 +172,7 @@ pub trait EventLog: Send + Sync + 'static {
     /// (text, author label).
     async fn topic_root(
         &self,
-        profile: &str,
-        chat_id: &str,
-        root_msg_id: &str,
+        thread: ProfileThread<'_>,
     ) -> Result<Option<(String, String)>, StoreError>;
     /// A recorded message's text (for quoted replies), not recalled: (text, label).
     async fn message_text(&self, message_id: &str) -> Result<Option<(String, String)>, StoreError>;

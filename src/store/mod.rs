@@ -27,7 +27,9 @@ use std::{sync::Arc, time::Duration};
 
 pub use database::Database;
 pub use decisions::{DecisionRow, DecisionStore, NewDecision};
-pub use event_log::{ContextEventRow, EventLog, NewVerdict, RouteWrite, Routed, VerdictRow};
+pub use event_log::{
+    ContextEventRow, EventLog, NewVerdict, ProfileThread, RouteWrite, Routed, VerdictRow,
+};
 pub use inbox::{
     Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore, InsertOutcome,
     MAX_ID_BYTES, NewInboxEvent,
@@ -36,10 +38,11 @@ pub use outbound::{NewOutbound, OutboundRow, OutboundStore, ReplyKind};
 pub use postgres::PgStore;
 pub use records::{NewContextEvent, NewItem};
 use secrecy::ExposeSecret;
-pub use sessions::{NewSession, SessionRow, SessionStore};
+pub use sessions::{NewSession, SessionReset, SessionRow, SessionStore};
 pub use sqlite::SqliteStore;
 pub use turns::{
-    NewTurn, StartedTurn, TurnCompletion, TurnFilter, TurnRow, TurnStart, TurnState, TurnStore,
+    HistoryQuery, NewTurn, StartedTurn, TurnCompletion, TurnFilter, TurnRow, TurnStart, TurnState,
+    TurnStore,
 };
 
 use crate::config::DatabaseConfig;

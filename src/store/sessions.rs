@@ -48,6 +48,17 @@ pub struct SessionRow {
 }
 
 /// Session mappings.
+/// A session's reset (`/new`, `/reset`, `DELETE /sessions/…`, the reset button).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionReset<'a> {
+    pub profile: &'a str,
+    pub key: &'a str,
+    /// The history scope whose pending history is cleared with it.
+    pub history_scope: &'a str,
+    pub new_session_id: &'a str,
+    pub now: UnixMs,
+}
+
 #[async_trait]
 pub trait SessionStore: Send + Sync + 'static {
     /// Session mappings, optionally filtered.
@@ -62,11 +73,7 @@ pub trait SessionStore: Send + Sync + 'static {
     /// pending history of `history_scope`; `None` when there is no such session.
     async fn reset_session(
         &self,
-        profile: &str,
-        key: &str,
-        history_scope: &str,
-        new_session_id: &str,
-        now: UnixMs,
+        reset: &SessionReset<'_>,
     ) -> Result<Option<SessionRow>, StoreError>;
     /// Messages observed in a history scope since its watermark (recalled excluded).
     async fn pending_history_count(&self, profile: &str, scope: &str) -> Result<i64, StoreError>;

@@ -75,6 +75,19 @@ pub struct TurnRow {
     pub finished_at: Option<UnixMs>,
 }
 
+/// Which earlier turns of a session to read back as its history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryQuery<'a> {
+    pub profile: &'a str,
+    pub session_key: &'a str,
+    /// Only turns that ran under this session id (a reset starts a new history).
+    pub session_id: &'a str,
+    /// Only turns queued before this one (its row id).
+    pub before_id: i64,
+    /// The latest this many.
+    pub limit: i64,
+}
+
 /// Everything a delivered answer writes, in one transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnCompletion {
@@ -152,14 +165,7 @@ pub trait TurnStore: Send + Sync + 'static {
     /// Queued and running turns, in queue order.
     async fn unfinished_turns(&self) -> Result<Vec<TurnRow>, StoreError>;
     /// The session's latest `limit` succeeded turns before `before_id`, oldest first.
-    async fn session_history(
-        &self,
-        profile: &str,
-        session_key: &str,
-        session_id: &str,
-        before_id: i64,
-        limit: i64,
-    ) -> Result<Vec<TurnRow>, StoreError>;
+    async fn session_history(&self, q: &HistoryQuery<'_>) -> Result<Vec<TurnRow>, StoreError>;
     /// Turns matching a filter, newest first.
     async fn turns(&self, filter: &TurnFilter) -> Result<Vec<TurnRow>, StoreError>;
     /// (queued, running) counts.

@@ -20,7 +20,7 @@ use crate::{
     config::{Config, WorkspaceMode},
     protocol::events::{self, TypedEvent, UserIds},
     routing::{Sender, may_act_on_session},
-    store::{SessionStore, TurnRow, TurnState, TurnStore},
+    store::{SessionReset, SessionStore, TurnRow, TurnState, TurnStore},
     util::{UnixMs, new_session_id},
 };
 
@@ -171,13 +171,13 @@ pub async fn answer(
             let reset = tokio::spawn(async move {
                 let fresh = new_session_id();
                 let done = store
-                    .reset_session(
-                        &turn.profile,
-                        &turn.session_key,
-                        &scope,
-                        &fresh,
-                        UnixMs::now(),
-                    )
+                    .reset_session(&SessionReset {
+                        profile: &turn.profile,
+                        key: &turn.session_key,
+                        history_scope: &scope,
+                        new_session_id: &fresh,
+                        now: UnixMs::now(),
+                    })
                     .await;
                 match &done {
                     Ok(_) => {

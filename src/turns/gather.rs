@@ -266,10 +266,7 @@ impl Gatherer {
 
         if thread_on {
             let window = i64::try_from(limit * 2 + 32).unwrap_or(i64::MAX);
-            let rows = self
-                .store
-                .thread_candidates(&job.profile, &job.chat_id, &job.root_msg_id, window)
-                .await?;
+            let rows = self.store.thread_candidates(job.thread(), window).await?;
             let injected = g.topic_root.is_some();
             let (in_block, candidates): (Vec<Candidate>, Vec<Candidate>) =
                 rows.into_iter().partition(|c| {
@@ -326,11 +323,7 @@ impl Gatherer {
     }
 
     async fn root_text(&self, job: &TurnJob) -> Result<Option<String>, StoreError> {
-        if let Some((text, _)) = self
-            .store
-            .topic_root(&job.profile, &job.chat_id, &job.root_msg_id)
-            .await?
-        {
+        if let Some((text, _)) = self.store.topic_root(job.thread()).await? {
             return Ok(Some(text));
         }
         Ok(self.fetch_text(&job.profile, &job.root_msg_id).await)

@@ -9,8 +9,8 @@ use crate::{
     context::collector::Message,
     feishu_api::outbound::{OutboundError, Reply},
     protocol::events::ChatType,
-    store::ReplyKind,
     store::{NewTurn, StoreError},
+    store::{ProfileThread, ReplyKind},
     util::UnixMs,
 };
 
@@ -68,6 +68,11 @@ impl TurnJob {
             history_scope: m.history_scope.clone(),
             workspace_mode: mode,
         }
+    }
+
+    /// Its thread, as its profile recorded it.
+    pub fn thread(&self) -> ProfileThread<'_> {
+        ProfileThread::new(&self.profile, &self.chat_id, &self.root_msg_id)
     }
 
     /// The row that queues this job.

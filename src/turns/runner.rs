@@ -20,7 +20,9 @@ use crate::{
     agent::{Agent, AgentError, AgentTurn, ContextItem, EchoAgent, PastTurn, TurnSender},
     config::Config,
     feishu_api::{FeishuClient, identity::Identities, outbound::Outbound},
-    store::{SessionRow, SessionStore, StartedTurn, Store, TurnStart, TurnState, TurnStore},
+    store::{
+        HistoryQuery, SessionRow, SessionStore, StartedTurn, Store, TurnStart, TurnState, TurnStore,
+    },
     telemetry::Metrics,
     util::UnixMs,
 };
@@ -311,14 +313,15 @@ impl TurnRunner {
     /// What the agent is handed: the prompt, the selected items, and the session's
     /// earlier turns that fit the context budget.
     async fn agent_turn(&self, job: &TurnJob, s: &Started) -> Result<AgentTurn, TurnError> {
+        let query = HistoryQuery {
+            profile: &job.profile,
+            session_key: &s.session.session_key,
+            session_id: &s.session.session_id,
+            before_id: s.row_id,
+            limit: EARLIER_TURNS,
+        };
         let history = persist(&self.shutdown, "history", &job.turn_id, || {
-            self.store.session_history(
-                &job.profile,
-                &s.session.session_key,
-                &s.session.session_id,
-                s.row_id,
-                EARLIER_TURNS,
-            )
+            self.store.session_history(&query)
         })
         .await?;
         let earlier = history

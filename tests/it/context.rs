@@ -319,7 +319,9 @@ async fn discussion_only_recorded(db: TestDb) {
     let events = app
         .state
         .store
-        .thread_events("planner", "oc_group", "om_root")
+        .thread_events(feishu_bridge::store::ProfileThread::new(
+            "planner", "oc_group", "om_root",
+        ))
         .await
         .expect("events");
     assert!(!events.is_empty());

@@ -78,7 +78,9 @@ async fn shared_mode_collection(db: TestDb) {
     let events = app
         .state
         .store
-        .thread_events("planner", "oc_group", "om_root")
+        .thread_events(feishu_bridge::store::ProfileThread::new(
+            "planner", "oc_group", "om_root",
+        ))
         .await
         .expect("events");
     let root = &events[0];
@@ -244,7 +246,9 @@ async fn mention_normalization(db: TestDb) {
     let all = app
         .state
         .store
-        .thread_events("planner", "oc_group", "om_x")
+        .thread_events(feishu_bridge::store::ProfileThread::new(
+            "planner", "oc_group", "om_x",
+        ))
         .await
         .expect("events");
     assert!(

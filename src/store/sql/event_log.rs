@@ -267,9 +267,7 @@ macro_rules! impl_event_log {
 
             async fn thread_events(
                 &self,
-                profile: &str,
-                chat_id: &str,
-                root_msg_id: &str,
+                t: $crate::store::ProfileThread<'_>,
             ) -> Result<Vec<$crate::store::ContextEventRow>, $crate::store::StoreError> {
                 let q = $crate::store::sql::event_log::select_events(
                     "e.chat_id = $2 AND e.root_msg_id = $3 AND e.bot_profile = $1",
@@ -277,7 +275,7 @@ macro_rules! impl_event_log {
                 $crate::store::sql::fetch!(
                     self, query_as, fetch_all,
                     &q,
-                    profile, chat_id, root_msg_id,
+                    t.profile, t.chat_id, t.root_msg_id,
                 )
             }
 
@@ -304,9 +302,7 @@ macro_rules! impl_event_log {
 
             async fn thread_candidates(
                 &self,
-                profile: &str,
-                chat_id: &str,
-                root_msg_id: &str,
+                t: $crate::store::ProfileThread<'_>,
                 window: i64,
             ) -> Result<Vec<$crate::context::selector::Candidate>, $crate::store::StoreError> {
                 use $crate::store::sql::event_log::{CandidateRow, thread_candidates};
@@ -314,7 +310,7 @@ macro_rules! impl_event_log {
                 let rows: Vec<CandidateRow> = $crate::store::sql::fetch!(
                     self, query_as, fetch_all,
                     &q,
-                    profile, chat_id, root_msg_id, window,
+                    t.profile, t.chat_id, t.root_msg_id, window,
                 )?;
                 Ok(rows.into_iter().map(Into::into).collect())
             }
@@ -337,14 +333,12 @@ macro_rules! impl_event_log {
 
             async fn topic_root(
                 &self,
-                profile: &str,
-                chat_id: &str,
-                root_msg_id: &str,
+                t: $crate::store::ProfileThread<'_>,
             ) -> Result<Option<(String, String)>, $crate::store::StoreError> {
                 $crate::store::sql::fetch!(
                     self, query_as, fetch_optional,
                     $crate::store::sql::event_log::TOPIC_ROOT,
-                    profile, chat_id, root_msg_id,
+                    t.profile, t.chat_id, t.root_msg_id,
                 )
             }
 

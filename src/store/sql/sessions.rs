@@ -61,27 +61,23 @@ macro_rules! impl_session_store {
 
             async fn reset_session(
                 &self,
-                profile: &str,
-                key: &str,
-                history_scope: &str,
-                new_session_id: &str,
-                now: $crate::util::UnixMs,
+                r: &$crate::store::SessionReset<'_>,
             ) -> Result<Option<$crate::store::SessionRow>, $crate::store::StoreError> {
                 $crate::store::bounded(self.timeout, async {
                     let mut tx = self.pool.begin().await?;
                     let row: Option<$crate::store::SessionRow> =
                         sqlx::query_as(&$crate::store::sql::sessions::rotate_session())
-                            .bind(profile)
-                            .bind(key)
-                            .bind(new_session_id)
-                            .bind(now)
+                            .bind(r.profile)
+                            .bind(r.key)
+                            .bind(r.new_session_id)
+                            .bind(r.now)
                             .fetch_optional(&mut *tx)
                             .await?;
                     if row.is_some() {
                         sqlx::query($crate::store::sql::sessions::CLEAR_SCOPE)
-                            .bind(profile)
-                            .bind(history_scope)
-                            .bind(now)
+                            .bind(r.profile)
+                            .bind(r.history_scope)
+                            .bind(r.now)
                             .execute(&mut *tx)
                             .await?;
                     }

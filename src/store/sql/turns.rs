@@ -182,11 +182,7 @@ macro_rules! impl_turn_store {
 
             async fn session_history(
                 &self,
-                profile: &str,
-                session_key: &str,
-                session_id: &str,
-                before_id: i64,
-                limit: i64,
+                h: &$crate::store::HistoryQuery<'_>,
             ) -> Result<Vec<$crate::store::TurnRow>, $crate::store::StoreError> {
                 let q = $crate::store::sql::turns::select(
                     "profile = $1 AND session_key = $2 AND id < $4 AND session_id = $3 \
@@ -197,11 +193,11 @@ macro_rules! impl_turn_store {
                     query_as,
                     fetch_all,
                     &q,
-                    profile,
-                    session_key,
-                    session_id,
-                    before_id,
-                    limit,
+                    h.profile,
+                    h.session_key,
+                    h.session_id,
+                    h.before_id,
+                    h.limit,
                 )?;
                 rows.reverse();
                 Ok(rows)

@@ -10,7 +10,7 @@ use feishu_bridge::{
     util::UnixMs,
 };
 
-use super::{CHAT, KEY, ROOT, SCOPE, ev, open, queue, record, reply, start, turn, write};
+use super::{CHAT, KEY, ROOT, SCOPE, ev, history, open, queue, record, reply, start, turn, write};
 use crate::support::TestDb;
 
 /// What `probe` answers on a SQLite store and on a Postgres store, or `None` when
@@ -45,15 +45,18 @@ async fn negative_limits(s: Arc<dyn Store>) -> Vec<Option<usize>> {
         s.outbound("a", -1).await.map(|r| r.len()).ok(),
         s.turns(&filter).await.map(|r| r.len()).ok(),
         s.inbox_problems(-1).await.map(|r| r.len()).ok(),
-        s.thread_candidates("a", CHAT, ROOT, -1)
-            .await
-            .map(|r| r.len())
-            .ok(),
+        s.thread_candidates(
+            feishu_bridge::store::ProfileThread::new("a", CHAT, ROOT),
+            -1,
+        )
+        .await
+        .map(|r| r.len())
+        .ok(),
         s.pending_candidates("a", SCOPE, -1)
             .await
             .map(|r| r.len())
             .ok(),
-        s.session_history("a", KEY, "sid-1", i64::MAX, -1)
+        s.session_history(&history("a", "sid-1", i64::MAX, -1))
             .await
             .map(|r| r.len())
             .ok(),

@@ -19,7 +19,7 @@ use feishu_bridge::{
 
 use super::{
     CHAT, KEY, ROOT, SCOPE, completion, decision, ev, map_session, open, pending, queue, record,
-    reply, route, session, start, start_with, turn, verdict, write,
+    reply, reset, route, session, start, start_with, turn, verdict, write,
 };
 use crate::{both_backends, support::TestDb};
 
@@ -45,9 +45,11 @@ async fn thread_events(
     chat: &str,
     root: &str,
 ) -> Vec<ContextEventRow> {
-    s.thread_events(profile, chat, root)
-        .await
-        .expect("thread events")
+    s.thread_events(feishu_bridge::store::ProfileThread::new(
+        profile, chat, root,
+    ))
+    .await
+    .expect("thread events")
 }
 
 async fn verdicts(s: &dyn Store, message_id: &str, profile: Option<&str>) -> Vec<VerdictRow> {
@@ -55,9 +57,12 @@ async fn verdicts(s: &dyn Store, message_id: &str, profile: Option<&str>) -> Vec
 }
 
 async fn thread_candidates(s: &dyn Store, profile: &str, window: i64) -> Vec<Candidate> {
-    s.thread_candidates(profile, CHAT, ROOT, window)
-        .await
-        .expect("thread candidates")
+    s.thread_candidates(
+        feishu_bridge::store::ProfileThread::new(profile, CHAT, ROOT),
+        window,
+    )
+    .await
+    .expect("thread candidates")
 }
 
 async fn pending_candidates(s: &dyn Store, cap: i64) -> Vec<Candidate> {
@@ -68,7 +73,11 @@ async fn pending_candidates(s: &dyn Store, cap: i64) -> Vec<Candidate> {
 
 /// The topic root of thread [`ROOT`] as `profile` would inject it.
 async fn root_of(s: &dyn Store, profile: &str) -> Option<(String, String)> {
-    s.topic_root(profile, CHAT, ROOT).await.expect("topic root")
+    s.topic_root(feishu_bridge::store::ProfileThread::new(
+        profile, CHAT, ROOT,
+    ))
+    .await
+    .expect("topic root")
 }
 
 async fn text_of(s: &dyn Store, message_id: &str) -> Option<(String, String)> {
@@ -537,7 +546,7 @@ async fn candidates_pending(db: TestDb) {
 
     // After the watermark moves, only what follows it is pending; recalled items come
     // flagged (the count leaves them out).
-    s.reset_session("a", KEY, SCOPE, "sid-2", UnixMs(300))
+    s.reset_session(&reset("a", KEY, SCOPE, "sid-2", UnixMs(300)))
         .await
         .expect("reset")
         .expect("the session");
@@ -579,7 +588,10 @@ async fn topic_roots(db: TestDb) {
         "its own record first, its full text"
     );
     assert_eq!(root_of(&*s, "b").await, b_root);
-    let wrong_chat = s.topic_root("a", "oc_2", ROOT).await.expect("topic root");
+    let wrong_chat = s
+        .topic_root(feishu_bridge::store::ProfileThread::new("a", "oc_2", ROOT))
+        .await
+        .expect("topic root");
     assert_eq!(wrong_chat, None);
 
     // Without an item the sender's id labels it; a root recorded only as discussion is none.
@@ -593,10 +605,16 @@ async fn topic_roots(db: TestDb) {
         ..record("a", "om_r3", HumanMessage)
     };
     write(&*s, &[bare, discussed]).await;
-    let bare = s.topic_root("a", CHAT, "om_r2").await.expect("topic root");
+    let bare = s
+        .topic_root(feishu_bridge::store::ProfileThread::new("a", CHAT, "om_r2"))
+        .await
+        .expect("topic root");
     let bare_root = Some(("text of om_r2".to_string(), "ou_alice".to_string()));
     assert_eq!(bare, bare_root);
-    let discussed = s.topic_root("a", CHAT, "om_r3").await.expect("topic root");
+    let discussed = s
+        .topic_root(feishu_bridge::store::ProfileThread::new("a", CHAT, "om_r3"))
+        .await
+        .expect("topic root");
     assert_eq!(discussed, None);
 
     s.recall(ROOT, CHAT, UnixMs(2_000)).await.expect("recall");

@@ -22,9 +22,9 @@ use feishu_bridge::{
     protocol::events::ChatType,
     routing::{Reason, Verdict},
     store::{
-        self, InboxStatus, NewContextEvent, NewDecision, NewInboxEvent, NewItem, NewOutbound,
-        NewSession, NewTurn, NewVerdict, ReplyKind, RouteWrite, Routed, SessionRow, StartedTurn,
-        Store, TurnCompletion, TurnStart,
+        self, HistoryQuery, InboxStatus, NewContextEvent, NewDecision, NewInboxEvent, NewItem,
+        NewOutbound, NewSession, NewTurn, NewVerdict, ReplyKind, RouteWrite, Routed, SessionReset,
+        SessionRow, StartedTurn, Store, TurnCompletion, TurnStart,
     },
     util::UnixMs,
 };
@@ -280,4 +280,32 @@ async fn pending(s: &dyn Store, profile: &str, scope: &str) -> i64 {
     s.pending_history_count(profile, scope)
         .await
         .expect("pending count")
+}
+
+/// A reset of session `key` of `profile`, clearing `scope`, to `new_id` at `at`.
+fn reset<'a>(
+    profile: &'a str,
+    key: &'a str,
+    scope: &'a str,
+    new_id: &'a str,
+    at: UnixMs,
+) -> SessionReset<'a> {
+    SessionReset {
+        profile,
+        key,
+        history_scope: scope,
+        new_session_id: new_id,
+        now: at,
+    }
+}
+
+/// The history of session [`KEY`] of `profile` under `session_id`, before row `before`.
+fn history<'a>(profile: &'a str, session_id: &'a str, before: i64, limit: i64) -> HistoryQuery<'a> {
+    HistoryQuery {
+        profile,
+        session_key: KEY,
+        session_id,
+        before_id: before,
+        limit,
+    }
 }

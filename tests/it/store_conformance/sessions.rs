@@ -9,8 +9,8 @@ use feishu_bridge::{
 };
 
 use super::{
-    CHAT, KEY, ROOT, SCOPE, completion, map_session, open, pending, queue, record, session, start,
-    turn, write,
+    CHAT, KEY, ROOT, SCOPE, completion, map_session, open, pending, queue, record, reset, session,
+    start, turn, write,
 };
 use crate::{both_backends, support::TestDb};
 
@@ -134,7 +134,7 @@ async fn reset_rotates(db: TestDb) {
     assert_eq!(pending(&*s, "a", SCOPE).await, 3);
 
     let rotated = s
-        .reset_session("a", KEY, SCOPE, "sid-2", UnixMs(500))
+        .reset_session(&reset("a", KEY, SCOPE, "sid-2", UnixMs(500)))
         .await
         .expect("reset")
         .expect("the session");
@@ -157,7 +157,7 @@ async fn reset_rotates(db: TestDb) {
 
     // No such session: nothing rotates and no history is cleared.
     let missing = s
-        .reset_session("a", "group:nope", "chat:oc_2", "sid-x", UnixMs(600))
+        .reset_session(&reset("a", "group:nope", "chat:oc_2", "sid-x", UnixMs(600)))
         .await
         .expect("reset");
     assert!(missing.is_none());

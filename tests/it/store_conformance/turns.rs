@@ -8,8 +8,8 @@ use feishu_bridge::{
 };
 
 use super::{
-    CHAT, KEY, SCOPE, completion, decision, open, pending, queue, record, start, start_with, turn,
-    write,
+    CHAT, KEY, SCOPE, completion, decision, history, open, pending, queue, record, reset, start,
+    start_with, turn, write,
 };
 use crate::{both_backends, support::TestDb};
 
@@ -339,7 +339,7 @@ async fn topic_root_flag(db: TestDb) {
 
     // t2 runs in sid-1 too, but the user starts a new session before it answers.
     start(&*s, "t2", "sid-1").await.expect("started");
-    s.reset_session("a", KEY, SCOPE, "sid-2", UnixMs(550))
+    s.reset_session(&reset("a", KEY, SCOPE, "sid-2", UnixMs(550)))
         .await
         .expect("reset")
         .expect("the session");
@@ -432,11 +432,11 @@ async fn session_history(db: TestDb) {
     let current = start(&*s, "now", "sid-1").await.expect("started");
     answered(&*s, "a", KEY, "t8", "sid-1").await;
 
-    let history = |session_id: &'static str, before: i64, limit: i64| {
+    let read_back = |session_id: &'static str, before: i64, limit: i64| {
         let s = s.clone();
         async move {
             let rows = s
-                .session_history("a", KEY, session_id, before, limit)
+                .session_history(&history("a", session_id, before, limit))
                 .await
                 .expect("history");
             ids(&rows).join(",")
@@ -444,21 +444,21 @@ async fn session_history(db: TestDb) {
     };
     let before = current.row_id;
     assert_eq!(
-        history("sid-1", before, 10).await,
+        read_back("sid-1", before, 10).await,
         "t1,t2,t3",
         "oldest first"
     );
     assert_eq!(
-        history("sid-1", before, 2).await,
+        read_back("sid-1", before, 2).await,
         "t2,t3",
         "the latest ones"
     );
     let t2 = read(&*s, "t2").await;
-    assert_eq!(history("sid-1", t2.id, 10).await, "t1");
-    assert_eq!(history("sid-0", before, 10).await, "t5");
-    assert_eq!(history("sid-9", before, 10).await, "");
+    assert_eq!(read_back("sid-1", t2.id, 10).await, "t1");
+    assert_eq!(read_back("sid-0", before, 10).await, "t5");
+    assert_eq!(read_back("sid-9", before, 10).await, "");
     let rows = s
-        .session_history("a", KEY, "sid-1", before, 1)
+        .session_history(&history("a", "sid-1", before, 1))
         .await
         .expect("history");
     assert_eq!(

@@ -284,7 +284,9 @@ impl TestApp {
     pub async fn planner_outputs(&self) -> Vec<feishu_bridge::store::ContextEventRow> {
         self.state
             .store
-            .thread_events("planner", "oc_group", "om_root")
+            .thread_events(feishu_bridge::store::ProfileThread::new(
+                "planner", "oc_group", "om_root",
+            ))
             .await
             .expect("store answers")
             .into_iter()
