@@ -40,11 +40,7 @@ macro_rules! impl_database {
             }
 
             async fn ping(&self) -> Result<(), $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    sqlx::query("SELECT 1").execute(&self.pool).await?;
-                    Ok(())
-                })
-                .await
+                $crate::store::sql::execute!(self, "SELECT 1").map(drop)
             }
 
             async fn probe_write(

@@ -218,16 +218,11 @@ macro_rules! impl_inbox_store {
                 now: $crate::util::UnixMs,
             ) -> Result<u64, $crate::store::StoreError> {
                 let every_claim = matches!($backend, $crate::store::Backend::Sqlite);
-                $crate::store::bounded(self.timeout, async {
-                    let r = sqlx::query($crate::store::sql::inbox::RECLAIM)
-                        .bind(now)
-                        .bind(owner)
-                        .bind(every_claim)
-                        .execute(&self.pool)
-                        .await?;
-                    Ok(r.rows_affected())
-                })
-                .await
+                $crate::store::sql::execute!(
+                    self,
+                    $crate::store::sql::inbox::RECLAIM,
+                    now, owner, every_claim,
+                )
             }
 
             async fn finish_inbox(
@@ -237,16 +232,11 @@ macro_rules! impl_inbox_store {
                 now: $crate::util::UnixMs,
             ) -> Result<(), $crate::store::StoreError> {
                 let (q, error, at) = $crate::store::sql::inbox::finish_statement(finish, now);
-                $crate::store::bounded(self.timeout, async {
-                    sqlx::query(q)
-                        .bind(id)
-                        .bind(error)
-                        .bind(at)
-                        .execute(&self.pool)
-                        .await?;
-                    Ok(())
-                })
-                .await
+                $crate::store::sql::execute!(
+                    self,
+                    q,
+                    id, error, at,
+                ).map(drop)
             }
 
             async fn release_inbox(&self, ids: &[i64]) -> Result<(), $crate::store::StoreError> {

@@ -43,3 +43,16 @@ macro_rules! impl_store {
     };
 }
 pub(crate) use impl_store;
+
+/// One bounded statement that returns no rows, on `$store`'s pool; how many rows it
+/// changed: `execute!(self, sql, bind, …)`.
+macro_rules! execute {
+    ($store:ident, $sql:expr $(, $arg:expr)* $(,)?) => {
+        $crate::store::bounded($store.timeout, async {
+            let done = sqlx::query($sql)$(.bind($arg))*.execute(&$store.pool).await?;
+            Ok(done.rows_affected())
+        })
+        .await
+    };
+}
+pub(crate) use execute;

@@ -70,15 +70,11 @@ macro_rules! impl_turn_store {
                 turn_id: &str,
                 message_id: &str,
             ) -> Result<(), $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    sqlx::query("UPDATE turns SET card_message_id = $2 WHERE turn_id = $1")
-                        .bind(turn_id)
-                        .bind(message_id)
-                        .execute(&self.pool)
-                        .await?;
-                    Ok(())
-                })
-                .await
+                $crate::store::sql::execute!(
+                    self,
+                    "UPDATE turns SET card_message_id = $2 WHERE turn_id = $1",
+                    turn_id, message_id,
+                ).map(drop)
             }
 
             async fn save_turn_output(
@@ -87,19 +83,12 @@ macro_rules! impl_turn_store {
                 output: &str,
                 now: $crate::util::UnixMs,
             ) -> Result<(), $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    sqlx::query(
-                        "UPDATE turns SET output = $2, answered_at = $3 \
-                         WHERE turn_id = $1 AND state = 'running'",
-                    )
-                    .bind(turn_id)
-                    .bind(output)
-                    .bind(now)
-                    .execute(&self.pool)
-                    .await?;
-                    Ok(())
-                })
-                .await
+                $crate::store::sql::execute!(
+                    self,
+                    "UPDATE turns SET output = $2, answered_at = $3 \
+                     WHERE turn_id = $1 AND state = 'running'",
+                    turn_id, output, now,
+                ).map(drop)
             }
 
             async fn end_turn(
@@ -109,17 +98,12 @@ macro_rules! impl_turn_store {
                 error: &str,
                 now: $crate::util::UnixMs,
             ) -> Result<bool, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let r = sqlx::query($crate::store::sql::turns::END)
-                        .bind(turn_id)
-                        .bind(state.as_str())
-                        .bind(error)
-                        .bind(now)
-                        .execute(&self.pool)
-                        .await?;
-                    Ok(r.rows_affected() == 1)
-                })
-                .await
+                let changed = $crate::store::sql::execute!(
+                    self,
+                    $crate::store::sql::turns::END,
+                    turn_id, state.as_str(), error, now,
+                )?;
+                Ok(changed == 1)
             }
 
             async fn complete_turn(
