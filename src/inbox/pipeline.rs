@@ -21,7 +21,7 @@ use crate::{
         events::{self, ChatType, MessageReceive, TypedEvent},
     },
     routing::{self, Inbound, Place, Reason, Sender, Verdict},
-    store::{EventLog, InboxEvent, NewVerdict, SessionStore, Store, StoreError},
+    store::{EventLog, NewInboxEvent, NewVerdict, SessionStore, Store, StoreError},
     turns::TurnRunner,
     turns::queue::SessionQueues,
     util::UnixMs,
@@ -94,7 +94,7 @@ impl Pipeline {
     }
 
     /// Processes one claimed event.
-    pub async fn process(&self, event: &InboxEvent) -> Result<(), ProcessError> {
+    pub async fn process(&self, event: &NewInboxEvent) -> Result<(), ProcessError> {
         // A recalled message is never parsed again (its payload is gone by design).
         if let Some(message_id) = &event.message_id
             && self.log.is_recalled(message_id).await?

@@ -201,9 +201,9 @@ impl Worker {
 
     /// Processes one event and records the outcome; returns `false` when the database
     /// failed.
-    #[tracing::instrument(skip_all, fields(profile = %event.profile, event_id = %event.event_id, event_type = %event.event_type, attempt = event.attempts))]
+    #[tracing::instrument(skip_all, fields(profile = %event.event.profile, event_id = %event.event.event_id, event_type = %event.event.event_type, attempt = event.attempts))]
     async fn process_one(&self, event: InboxEvent) -> bool {
-        let result = self.pipeline.process(&event).await;
+        let result = self.pipeline.process(&event.event).await;
         let healthy = !result.as_ref().is_err_and(store_failed);
         let (finish, outcome) = match result {
             Ok(()) => (Finish::Done, Outcome::Done),
@@ -258,13 +258,17 @@ impl Worker {
         }
         self.metrics
             .events_processed
-            .with_label_values(&[&event.profile, &event.event_type, outcome.as_str()])
+            .with_label_values(&[
+                &event.event.profile,
+                &event.event.event_type,
+                outcome.as_str(),
+            ])
             .inc();
         // Nobody listening is fine: the broadcast is for observers only.
         let _ = self.processed.send(Processed {
             id: event.id,
-            profile: event.profile,
-            event_id: event.event_id,
+            profile: event.event.profile,
+            event_id: event.event.event_id,
             outcome,
         });
         healthy

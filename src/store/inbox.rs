@@ -27,7 +27,7 @@ crate::spelled! {
 }
 
 /// A verified event on its way into the inbox.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct NewInboxEvent {
     pub profile: String,
     /// Unique per profile.
@@ -38,7 +38,8 @@ pub struct NewInboxEvent {
     /// Decrypted JSON text.
     pub payload: String,
     pub received_at: UnixMs,
-    /// `Pending` or `Skipped`.
+    /// `Pending` or `Skipped` on its way in; then where processing stands.
+    #[sqlx(try_from = "String")]
     pub status: InboxStatus,
 }
 
@@ -102,21 +103,14 @@ pub enum InsertOutcome {
     Duplicate,
 }
 
-/// An inbox row.
+/// An inbox row: the event as stored, and how its processing stands.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct InboxEvent {
     /// Row id (arrival order).
     pub id: i64,
-    pub profile: String,
-    pub event_id: String,
-    pub event_type: String,
-    /// Message id, for message events.
-    pub message_id: Option<String>,
-    /// Decrypted JSON text.
-    pub payload: String,
-    pub received_at: UnixMs,
-    #[sqlx(try_from = "String")]
-    pub status: InboxStatus,
+    /// What was stored (its status is where processing stands).
+    #[sqlx(flatten)]
+    pub event: NewInboxEvent,
     /// Processing attempts started.
     pub attempts: i64,
     /// Last processing error.

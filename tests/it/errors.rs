@@ -176,7 +176,7 @@ async fn plaintext_profiles_and_challenges(db: TestDb) {
         .expect("store")
         .expect("stored");
     assert_eq!(
-        (row.event_type.as_str(), row.status.as_str()),
+        (row.event.event_type.as_str(), row.event.status.as_str()),
         ("p2p_chat_create", "skipped")
     );
 

@@ -34,8 +34,8 @@ async fn stored(app: &TestApp, profile: &str, event_id: &str, token: &str) -> Va
         .await
         .expect("store answers")
         .unwrap_or_else(|| panic!("{event_id} stored"));
-    assert!(!row.payload.contains(token), "{}", row.payload);
-    let payload: Value = serde_json::from_str(&row.payload).expect("still JSON");
+    assert!(!row.event.payload.contains(token), "{}", row.event.payload);
+    let payload: Value = serde_json::from_str(&row.event.payload).expect("still JSON");
     assert!(payload.get("token").is_none(), "{payload}");
     assert!(payload["header"].get("token").is_none(), "{payload}");
     payload
@@ -126,7 +126,11 @@ async fn mistyped_in_process(db: TestDb) {
         .expect("store answers")
         .expect("stored");
     assert_eq!(
-        (row.status.as_str(), row.attempts, row.last_error.as_deref()),
+        (
+            row.event.status.as_str(),
+            row.attempts,
+            row.last_error.as_deref()
+        ),
         ("failed", 1, Some(REASON))
     );
     let status = app.get("/status").await;

@@ -37,7 +37,7 @@ async fn same_event_five_times(db: TestDb) {
         .expect("store")
         .expect("row");
     assert_eq!(
-        (row.status.as_str(), row.attempts),
+        (row.event.status.as_str(), row.attempts),
         ("done", 1),
         "processed exactly once"
     );
@@ -127,7 +127,7 @@ async fn parse_failure_fails_at_once(db: TestDb) {
         .expect("store")
         .expect("row");
     assert_eq!(
-        (row.status.as_str(), row.attempts),
+        (row.event.status.as_str(), row.attempts),
         ("failed", 1),
         "failed after exactly one attempt"
     );

@@ -165,7 +165,7 @@ async fn vectors_through_http(db: TestDb) {
                 .expect("store answers");
             let stored = stored.unwrap_or_else(|| panic!("{name}: event not stored"));
             // The stored payload is the decrypted JSON less its verification token.
-            let payload: Value = serde_json::from_str(&stored.payload).expect("stored JSON");
+            let payload: Value = serde_json::from_str(&stored.event.payload).expect("stored JSON");
             assert_eq!(
                 payload,
                 without_token(v["plaintext"].as_str().unwrap_or_default()),
@@ -176,7 +176,7 @@ async fn vectors_through_http(db: TestDb) {
             } else {
                 "pending"
             };
-            assert_eq!(stored.status.as_str(), expected_status, "{name}");
+            assert_eq!(stored.event.status.as_str(), expected_status, "{name}");
         }
     }
     // group text, p2p post, recalled, card v2, plaintext group text (another profile),

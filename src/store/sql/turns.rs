@@ -73,8 +73,10 @@ macro_rules! impl_turn_store {
                 $crate::store::sql::execute!(
                     self,
                     "UPDATE turns SET card_message_id = $2 WHERE turn_id = $1",
-                    turn_id, message_id,
-                ).map(drop)
+                    turn_id,
+                    message_id,
+                )
+                .map(drop)
             }
 
             async fn save_turn_output(
@@ -87,8 +89,11 @@ macro_rules! impl_turn_store {
                     self,
                     "UPDATE turns SET output = $2, answered_at = $3 \
                      WHERE turn_id = $1 AND state = 'running'",
-                    turn_id, output, now,
-                ).map(drop)
+                    turn_id,
+                    output,
+                    now,
+                )
+                .map(drop)
             }
 
             async fn end_turn(
@@ -101,7 +106,10 @@ macro_rules! impl_turn_store {
                 let changed = $crate::store::sql::execute!(
                     self,
                     $crate::store::sql::turns::END,
-                    turn_id, state.as_str(), error, now,
+                    turn_id,
+                    state.as_str(),
+                    error,
+                    now,
                 )?;
                 Ok(changed == 1)
             }

@@ -680,7 +680,7 @@ async fn recall_scrubs(db: TestDb) {
     let mut payloads = Vec::new();
     for (profile, event_id) in [("a", "e1"), ("b", "e2"), ("a", "e3")] {
         let e = s.inbox_event(profile, event_id).await.expect("read");
-        payloads.push(e.expect("row").payload);
+        payloads.push(e.expect("row").event.payload);
     }
     assert_eq!(
         payloads,

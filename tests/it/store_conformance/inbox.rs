@@ -32,7 +32,7 @@ async fn insert(s: &dyn Store, event_ids: &[&str]) {
 fn attempts(events: &[InboxEvent]) -> Vec<(&str, i64)> {
     events
         .iter()
-        .map(|e| (e.event_id.as_str(), e.attempts))
+        .map(|e| (e.event.event_id.as_str(), e.attempts))
         .collect()
 }
 
@@ -92,7 +92,7 @@ async fn inserts_deduplicate(db: TestDb) {
     assert_eq!(db.count("inbox_events").await, 4);
     let row = s.inbox_event("a", "e1").await.expect("read").expect("row");
     assert_eq!(
-        (row.payload.as_str(), row.status, row.attempts),
+        (row.event.payload.as_str(), row.event.status, row.attempts),
         ("{\"id\":\"e1\"}", InboxStatus::Pending, 0)
     );
     assert!(s.inbox_event("a", "nope").await.expect("read").is_none());
@@ -124,7 +124,11 @@ async fn claims_follow_status_and_time(db: TestDb) {
         [("e1", 1), ("e2", 1)],
         "arrival order, skipped rows never claimed"
     );
-    assert!(first.iter().all(|e| e.status == InboxStatus::Processing));
+    assert!(
+        first
+            .iter()
+            .all(|e| e.event.status == InboxStatus::Processing)
+    );
 
     let second = claim(&*s, "replica-a", 2_000, 1_000, 10).await;
     assert_eq!(
@@ -245,10 +249,13 @@ async fn claims_carry_their_owner(db: TestDb) {
     .await
     .expect("renew");
     let due = claim(&*s, "other", 3_500, 1_000, 10).await;
-    let due: Vec<_> = due.iter().map(|e| e.event_id.as_str()).collect();
+    let due: Vec<_> = due.iter().map(|e| e.event.event_id.as_str()).collect();
     assert_eq!(
         due,
-        [theirs[0].event_id.as_str(), theirs[1].event_id.as_str()]
+        [
+            theirs[0].event.event_id.as_str(),
+            theirs[1].event.event_id.as_str()
+        ]
     );
 
     // A restart of "me" takes its claims back at once (SQLite: every claim).
@@ -273,9 +280,9 @@ async fn claims_carry_their_owner(db: TestDb) {
     )
     .await
     .expect("defer");
-    let stored = row(&*s, "a", &e.event_id).await;
+    let stored = row(&*s, "a", &e.event.event_id).await;
     assert_eq!(
-        (stored.status, stored.attempts, stored.next_attempt_at),
+        (stored.event.status, stored.attempts, stored.next_attempt_at),
         (InboxStatus::Pending, e.attempts - 1, UnixMs(4_100))
     );
     s.probe_write(UnixMs(4_000))
@@ -310,13 +317,15 @@ async fn stored_events_read_back_whole(db: TestDb) {
     let a = row(&*s, "a", "e1").await;
     let expected = InboxEvent {
         id: a.id,
-        profile: "a".into(),
-        event_id: "e1".into(),
-        event_type: "im.message.receive_v1".into(),
-        message_id: Some("m1".into()),
-        payload: "{\"id\":\"e1\"}".into(),
-        received_at: UnixMs(1_000),
-        status: InboxStatus::Pending,
+        event: NewInboxEvent {
+            profile: "a".into(),
+            event_id: "e1".into(),
+            event_type: "im.message.receive_v1".into(),
+            message_id: Some("m1".into()),
+            payload: "{\"id\":\"e1\"}".into(),
+            received_at: UnixMs(1_000),
+            status: InboxStatus::Pending,
+        },
         attempts: 0,
         last_error: None,
         // Due at once.
@@ -326,9 +335,9 @@ async fn stored_events_read_back_whole(db: TestDb) {
     let b = row(&*s, "b", "e1").await;
     assert_eq!(
         (
-            b.event_type.as_str(),
-            b.message_id.as_deref(),
-            b.status,
+            b.event.event_type.as_str(),
+            b.event.message_id.as_deref(),
+            b.event.status,
             b.next_attempt_at
         ),
         (
@@ -364,7 +373,10 @@ async fn duplicates_reserve_nothing(db: TestDb) {
         .await
         .expect("batch");
     assert_eq!(out, [Dup]);
-    assert_eq!(row(&*s, "a", "e1").await.message_id.as_deref(), Some("m1"));
+    assert_eq!(
+        row(&*s, "a", "e1").await.event.message_id.as_deref(),
+        Some("m1")
+    );
     let out = s
         .insert_inbox_batch(&[ev("a", "e3", Some("m2"))])
         .await
@@ -388,7 +400,7 @@ async fn claims_span_profiles(db: TestDb) {
     let got = claim(&*s, "me", 2_000, 1_000, 10).await;
     let keys: Vec<_> = got
         .iter()
-        .map(|e| (e.profile.as_str(), e.event_id.as_str()))
+        .map(|e| (e.event.profile.as_str(), e.event.event_id.as_str()))
         .collect();
     assert_eq!(keys, [("b", "e1"), ("a", "e2"), ("b", "e3")]);
     assert_eq!(
@@ -434,7 +446,7 @@ async fn renewal_stays_with_its_owner(db: TestDb) {
         "a renewal never takes a lease back"
     );
     assert_eq!(
-        row(&*s, "a", "e2").await.status,
+        row(&*s, "a", "e2").await.event.status,
         InboxStatus::Done,
         "nor revives a finished event"
     );
@@ -456,11 +468,11 @@ async fn reclaim_keeps_attempts(db: TestDb) {
     assert_eq!(back, 1, "only the claim still in hand");
     let e1 = row(&*s, "a", "e1").await;
     assert_eq!(
-        (e1.status, e1.attempts, e1.next_attempt_at),
+        (e1.event.status, e1.attempts, e1.next_attempt_at),
         (InboxStatus::Pending, 1, UnixMs(3_000)),
         "due at once, its attempt still counted"
     );
-    assert_eq!(row(&*s, "a", "e2").await.status, InboxStatus::Done);
+    assert_eq!(row(&*s, "a", "e2").await.event.status, InboxStatus::Done);
     let again = claim(&*s, "me", 3_000, 1_000, 10).await;
     assert_eq!(attempts(&again), [("e1", 2), ("e3", 1)]);
 }
@@ -478,7 +490,7 @@ async fn finishing_records_each_outcome(db: TestDb) {
     let (e1, e2) = (row(&*s, "a", "e1").await, row(&*s, "a", "e2").await);
     assert_eq!(
         (
-            e1.status,
+            e1.event.status,
             e1.attempts,
             e1.last_error.as_deref(),
             e1.next_attempt_at
@@ -486,7 +498,7 @@ async fn finishing_records_each_outcome(db: TestDb) {
         (InboxStatus::Pending, 1, Some("boom"), UnixMs(3_000))
     );
     assert_eq!(
-        (e2.status, e2.attempts, e2.last_error.as_deref()),
+        (e2.event.status, e2.attempts, e2.last_error.as_deref()),
         (InboxStatus::Failed, 1, Some("gave up"))
     );
     assert!(
@@ -499,7 +511,7 @@ async fn finishing_records_each_outcome(db: TestDb) {
     finish(&*s, again[0].id, Finish::Done).await;
     let e1 = row(&*s, "a", "e1").await;
     assert_eq!(
-        (e1.status, e1.attempts, e1.last_error),
+        (e1.event.status, e1.attempts, e1.last_error),
         (InboxStatus::Done, 2, None),
         "done clears the last error"
     );
@@ -528,7 +540,7 @@ async fn release_only_what_is_claimed(db: TestDb) {
     let mut states = Vec::new();
     for id in ["e1", "e2", "e3"] {
         let e = row(&*s, "a", id).await;
-        states.push((e.status, e.attempts));
+        states.push((e.event.status, e.attempts));
     }
     assert_eq!(
         states,

@@ -164,7 +164,7 @@ impl TestApp {
             .inbox_event("planner", event_id)
             .await
             .expect("store answers");
-        match row.map(|r| r.status.as_str()) {
+        match row.map(|r| r.event.status.as_str()) {
             Some(s @ ("done" | "failed")) => s,
             _ => loop {
                 let p = self.processed(event_id).await;
@@ -191,7 +191,7 @@ impl TestApp {
             .inbox_event(profile, &id)
             .await
             .expect("store answers");
-        if row.is_some_and(|r| matches!(r.status.as_str(), "done" | "failed")) {
+        if row.is_some_and(|r| matches!(r.event.status.as_str(), "done" | "failed")) {
             return;
         }
         loop {
