@@ -15,13 +15,9 @@ macro_rules! impl_decision_store {
                 &self,
                 d: &$crate::store::NewDecision,
             ) -> Result<i64, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let mut tx = self.pool.begin().await?;
-                    let id = $crate::store::sql::writes::insert_decision!(&mut *tx, d);
-                    tx.commit().await?;
-                    Ok(id)
+                $crate::store::sql::transaction!(self, |tx| {
+                    $crate::store::sql::writes::insert_decision!(&mut *tx, d)
                 })
-                .await
             }
 
             async fn decision(&self, id: i64) -> Result<Option<$crate::store::DecisionRow>, $crate::store::StoreError> {

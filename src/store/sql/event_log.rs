@@ -141,49 +141,38 @@ macro_rules! impl_event_log {
                 &self,
                 w: &$crate::store::RouteWrite,
             ) -> Result<$crate::store::Routed, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let mut tx = self.pool.begin().await?;
+                use $crate::store::sql::{transaction, within, writes};
+                transaction!(self, |tx| {
                     // The first verdict of a message stands; finding one means this
                     // message was routed before.
-                    let fresh = $crate::store::sql::writes::insert_verdict(&w.verdict)
+                    let fresh = writes::insert_verdict(&w.verdict)
                         .execute(&mut *tx)
                         .await?
                         .rows_affected()
                         == 1;
-                    $crate::store::sql::writes::insert_events!(&mut *tx, &w.events);
+                    writes::insert_events!(&mut *tx, &w.events);
                     for (open_id, name) in &w.names {
-                        sqlx::query($crate::store::sql::writes::UPSERT_NAME)
-                            .bind(&w.verdict.profile)
-                            .bind(open_id)
-                            .bind(name)
-                            .bind(w.verdict.created_at)
-                            .execute(&mut *tx)
-                            .await?;
+                        within!(
+                            tx, query, execute,
+                            writes::UPSERT_NAME,
+                            &w.verdict.profile, open_id, name, w.verdict.created_at,
+                        );
                     }
-                    let session = match &w.session {
-                        Some(s) => Some(
-                            sqlx::query_as::<_, $crate::store::SessionRow>(&$crate::store::sql::writes::upsert_session())
-                                .bind(&s.profile)
-                                .bind(&s.session_key)
-                                .bind(&s.session_id)
-                                .bind(&s.chat_id)
-                                .bind(s.chat_type.as_str())
-                                .bind(&s.user_id)
-                                .bind(&s.root_msg_id)
-                                .bind(&s.history_scope)
-                                .bind(s.now)
-                                .fetch_one(&mut *tx)
-                                .await?,
-                        ),
+                    let session: Option<$crate::store::SessionRow> = match &w.session {
+                        Some(s) => Some(within!(
+                            tx, query_as, fetch_one,
+                            &writes::upsert_session(),
+                            &s.profile, &s.session_key, &s.session_id, &s.chat_id,
+                            s.chat_type.as_str(), &s.user_id, &s.root_msg_id,
+                            &s.history_scope, s.now,
+                        )),
                         None => None,
                     };
                     if let Some(t) = w.turn.as_ref().filter(|_| fresh) {
-                        $crate::store::sql::writes::insert_turn!(&mut *tx, t);
+                        writes::insert_turn!(&mut *tx, t);
                     }
-                    tx.commit().await?;
-                    Ok($crate::store::Routed { session, fresh })
+                    $crate::store::Routed { session, fresh }
                 })
-                .await
             }
 
             async fn record_verdict(
@@ -205,39 +194,23 @@ macro_rules! impl_event_log {
                 chat_id: &str,
                 now: $crate::util::UnixMs,
             ) -> Result<u64, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let mut tx = self.pool.begin().await?;
-                    sqlx::query($crate::store::sql::event_log::RECALL_MARK)
-                        .bind(message_id)
-                        .bind(chat_id)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                    for q in $crate::store::sql::event_log::RECALL_SCRUB {
-                        sqlx::query(q).bind(message_id).execute(&mut *tx).await?;
+                use $crate::store::sql::{event_log, transaction, within, writes};
+                transaction!(self, |tx| {
+                    within!(tx, query, execute, event_log::RECALL_MARK, message_id, chat_id, now);
+                    for q in event_log::RECALL_SCRUB {
+                        within!(tx, query, execute, q, message_id);
                     }
-                    sqlx::query($crate::store::sql::writes::RECALL)
-                        .bind(message_id)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                    let done = sqlx::query($crate::store::sql::event_log::RECALL_EVENTS).bind(message_id).execute(&mut *tx).await?;
-                    tx.commit().await?;
-                    Ok(done.rows_affected())
+                    within!(tx, query, execute, writes::RECALL, message_id, now);
+                    within!(tx, query, execute, event_log::RECALL_EVENTS, message_id).rows_affected()
                 })
-                .await
             }
 
             async fn purge(&self, cutoff: $crate::util::UnixMs) -> Result<(), $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let mut tx = self.pool.begin().await?;
+                $crate::store::sql::transaction!(self, |tx| {
                     for q in $crate::store::sql::event_log::PURGE {
-                        sqlx::query(q).bind(cutoff).execute(&mut *tx).await?;
+                        $crate::store::sql::within!(tx, query, execute, q, cutoff);
                     }
-                    tx.commit().await?;
-                    Ok(())
                 })
-                .await
             }
 
             async fn name_of(
@@ -291,13 +264,9 @@ macro_rules! impl_event_log {
                 &self,
                 events: &[$crate::store::NewContextEvent],
             ) -> Result<(), $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let mut tx = self.pool.begin().await?;
+                $crate::store::sql::transaction!(self, |tx| {
                     $crate::store::sql::writes::insert_events!(&mut *tx, events);
-                    tx.commit().await?;
-                    Ok(())
                 })
-                .await
             }
 
             async fn thread_candidates(

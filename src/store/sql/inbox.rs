@@ -240,18 +240,15 @@ macro_rules! impl_inbox_store {
             }
 
             async fn release_inbox(&self, ids: &[i64]) -> Result<(), $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let mut tx = self.pool.begin().await?;
+                $crate::store::sql::transaction!(self, |tx| {
                     for id in ids {
-                        sqlx::query($crate::store::sql::inbox::RELEASE)
-                            .bind(id)
-                            .execute(&mut *tx)
-                            .await?;
+                        $crate::store::sql::within!(
+                            tx, query, execute,
+                            $crate::store::sql::inbox::RELEASE,
+                            id,
+                        );
                     }
-                    tx.commit().await?;
-                    Ok(())
                 })
-                .await
             }
 
             async fn inbox_counts(

@@ -56,3 +56,29 @@ macro_rules! execute {
     };
 }
 pub(crate) use execute;
+
+/// One write transaction on `$store`'s pool, bounded as a whole:
+/// `transaction!(self, |tx| { …; value })` runs the block with `tx` open and answers its
+/// value once the commit succeeded. A `?` or `return` inside leaves without committing
+/// (the transaction rolls back when `tx` drops).
+macro_rules! transaction {
+    ($store:ident, |$tx:ident| $body:block) => {
+        $crate::store::bounded($store.timeout, async {
+            let mut $tx = $store.pool.begin().await?;
+            let value = $body;
+            $tx.commit().await?;
+            Ok(value)
+        })
+        .await
+    };
+}
+pub(crate) use transaction;
+
+/// One statement inside an open transaction `$tx`, its error returned with `?`:
+/// `within!(tx, query, execute, sql, bind, …)` or `within!(tx, query_as, fetch_one, …)`.
+macro_rules! within {
+    ($tx:ident, $kind:ident, $run:ident, $sql:expr $(, $arg:expr)* $(,)?) => {
+        sqlx::$kind($sql)$(.bind($arg))*.$run(&mut *$tx).await?
+    };
+}
+pub(crate) use within;

@@ -63,28 +63,31 @@ macro_rules! impl_session_store {
                 &self,
                 r: &$crate::store::SessionReset<'_>,
             ) -> Result<Option<$crate::store::SessionRow>, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let mut tx = self.pool.begin().await?;
-                    let row: Option<$crate::store::SessionRow> =
-                        sqlx::query_as(&$crate::store::sql::sessions::rotate_session())
-                            .bind(r.profile)
-                            .bind(r.key)
-                            .bind(r.new_session_id)
-                            .bind(r.now)
-                            .fetch_optional(&mut *tx)
-                            .await?;
+                use $crate::store::sql::{sessions, transaction, within};
+                transaction!(self, |tx| {
+                    let row: Option<$crate::store::SessionRow> = within!(
+                        tx,
+                        query_as,
+                        fetch_optional,
+                        &sessions::rotate_session(),
+                        r.profile,
+                        r.key,
+                        r.new_session_id,
+                        r.now,
+                    );
                     if row.is_some() {
-                        sqlx::query($crate::store::sql::sessions::CLEAR_SCOPE)
-                            .bind(r.profile)
-                            .bind(r.history_scope)
-                            .bind(r.now)
-                            .execute(&mut *tx)
-                            .await?;
+                        within!(
+                            tx,
+                            query,
+                            execute,
+                            sessions::CLEAR_SCOPE,
+                            r.profile,
+                            r.history_scope,
+                            r.now,
+                        );
                     }
-                    tx.commit().await?;
-                    Ok(row)
+                    row
                 })
-                .await
             }
 
             async fn pending_history_count(

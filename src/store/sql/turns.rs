@@ -31,38 +31,41 @@ macro_rules! impl_turn_store {
                 &self,
                 s: &$crate::store::TurnStart<'_>,
             ) -> Result<Option<$crate::store::StartedTurn>, $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let mut tx = self.pool.begin().await?;
-                    let decision_id =
-                        $crate::store::sql::writes::insert_decision!(&mut *tx, s.decision);
-                    let row_id: Option<i64> = sqlx::query_scalar($crate::store::sql::turns::START)
-                        .bind(s.turn_id)
-                        .bind(&s.decision.session_id)
-                        .bind(s.now)
-                        .bind(decision_id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
+                use $crate::store::sql::{transaction, turns, within, writes};
+                transaction!(self, |tx| {
+                    let decision_id = writes::insert_decision!(&mut *tx, s.decision);
+                    let row_id: Option<i64> = within!(
+                        tx,
+                        query_scalar,
+                        fetch_optional,
+                        turns::START,
+                        s.turn_id,
+                        &s.decision.session_id,
+                        s.now,
+                        decision_id,
+                    );
                     let Some(row_id) = row_id else {
                         // No longer queued: nothing of this start is kept.
                         tx.rollback().await?;
                         return Ok(None);
                     };
                     if let Some((profile, scope, up_to)) = s.consume {
-                        sqlx::query($crate::store::sql::writes::CONSUME)
-                            .bind(profile)
-                            .bind(scope)
-                            .bind(up_to)
-                            .bind(s.now)
-                            .execute(&mut *tx)
-                            .await?;
+                        within!(
+                            tx,
+                            query,
+                            execute,
+                            writes::CONSUME,
+                            profile,
+                            scope,
+                            up_to,
+                            s.now
+                        );
                     }
-                    tx.commit().await?;
-                    Ok(Some($crate::store::StartedTurn {
+                    Some($crate::store::StartedTurn {
                         row_id,
                         decision_id,
-                    }))
+                    })
                 })
-                .await
             }
 
             async fn set_turn_card(
@@ -118,33 +121,31 @@ macro_rules! impl_turn_store {
                 &self,
                 c: &$crate::store::TurnCompletion,
             ) -> Result<(), $crate::store::StoreError> {
-                $crate::store::bounded(self.timeout, async {
-                    let mut tx = self.pool.begin().await?;
-                    $crate::store::sql::writes::insert_events!(
-                        &mut *tx,
-                        std::slice::from_ref(&c.output_event)
-                    );
+                use $crate::store::sql::{transaction, turns, within, writes};
+                transaction!(self, |tx| {
+                    writes::insert_events!(&mut *tx, std::slice::from_ref(&c.output_event));
                     if let Some((profile, key, session_id)) = &c.topic_root_delivered {
-                        sqlx::query(
+                        within!(
+                            tx,
+                            query,
+                            execute,
                             "UPDATE sessions SET topic_root_prompt_delivered = TRUE \
                              WHERE profile = $1 AND session_key = $2 AND session_id = $3",
-                        )
-                        .bind(profile)
-                        .bind(key)
-                        .bind(session_id)
-                        .execute(&mut *tx)
-                        .await?;
+                            profile,
+                            key,
+                            session_id,
+                        );
                     }
-                    sqlx::query($crate::store::sql::turns::SUCCEED)
-                        .bind(&c.turn_id)
-                        .bind(&c.reply_message_id)
-                        .bind(c.now)
-                        .execute(&mut *tx)
-                        .await?;
-                    tx.commit().await?;
-                    Ok(())
+                    within!(
+                        tx,
+                        query,
+                        execute,
+                        turns::SUCCEED,
+                        &c.turn_id,
+                        &c.reply_message_id,
+                        c.now,
+                    );
                 })
-                .await
             }
 
             async fn turn(
