@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::reply::{Content, Destination};
 use crate::{
     store::{NewOutbound, OutboundStore, ReplyKind, StoreError},
     util::UnixMs,
@@ -257,11 +258,11 @@ impl Outbound for FeishuOutbound {
         {
             self.pacer.wait(&reply.chat_id).await;
             let uuid = part_uuid(&reply, i);
-            let sent = match &reply.reply_to {
-                Some(m) => client.reply_text(m, &part, &uuid, reply.in_thread).await,
-                None => client.send_text(&reply.chat_id, &part, &uuid).await,
-            };
-            let id = sent.map_err(OutboundError::Api)?;
+            let to = Destination::of(reply.reply_to.as_deref(), &reply.chat_id, reply.in_thread);
+            let id = client
+                .post(to, Content::Text(&part), &uuid)
+                .await
+                .map_err(OutboundError::Api)?;
             self.recorded(
                 self.recording
                     .send(Reply {
@@ -281,15 +282,11 @@ impl Outbound for FeishuOutbound {
         };
         self.pacer.wait(&card.chat_id).await;
         let uuid = part_uuid(&card.as_reply(), 0);
-        let sent = match &card.reply_to {
-            Some(m) => {
-                client
-                    .reply_card(m, &card.card, &uuid, card.in_thread)
-                    .await
-            }
-            None => client.send_card(&card.chat_id, &card.card, &uuid).await,
-        };
-        let id = sent.map_err(OutboundError::Api)?;
+        let to = Destination::of(card.reply_to.as_deref(), &card.chat_id, card.in_thread);
+        let id = client
+            .post(to, Content::Card(&card.card), &uuid)
+            .await
+            .map_err(OutboundError::Api)?;
         self.recorded(self.recording.send_card(card).await);
         Ok(id)
     }

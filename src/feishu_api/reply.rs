@@ -43,74 +43,86 @@ struct SentMessage {
     message_id: String,
 }
 
+/// Where a message goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination<'a> {
+    /// A reply to `message_id`: in its thread (`reply_in_thread`) when `in_thread`, else
+    /// as a quote in the chat (a message already in a thread is answered there either
+    /// way).
+    Reply {
+        message_id: &'a str,
+        in_thread: bool,
+    },
+    /// A new message in the chat `chat_id`.
+    Chat(&'a str),
+}
+
+impl<'a> Destination<'a> {
+    /// A reply to `reply_to` when there is one, else a new message in `chat_id`.
+    pub fn of(reply_to: Option<&'a str>, chat_id: &'a str, in_thread: bool) -> Self {
+        match reply_to {
+            Some(message_id) => Self::Reply {
+                message_id,
+                in_thread,
+            },
+            None => Self::Chat(chat_id),
+        }
+    }
+}
+
+/// What a message holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Content<'a> {
+    /// Plain text.
+    Text(&'a str),
+    /// An interactive card (its JSON).
+    Card(&'a serde_json::Value),
+}
+
+impl Content<'_> {
+    /// The `msg_type` and the `content` text Feishu expects for it.
+    fn encode(self) -> (&'static str, String) {
+        match self {
+            Self::Text(text) => ("text", json!({ "text": text }).to_string()),
+            Self::Card(card) => ("interactive", card.to_string()),
+        }
+    }
+}
+
 impl FeishuClient {
-    /// Replies to `message_id` as text: in its thread (`reply_in_thread`) when
-    /// `in_thread`, else as a quote in the chat (a message already in a thread is
-    /// answered there either way). `uuid` makes a retried send post at most once (Feishu
+    /// Posts `content` to `to`. `uuid` makes a retried send post at most once (Feishu
     /// keeps it for an hour). Returns the new message's id.
-    pub async fn reply_text(
+    pub async fn post(
         &self,
-        message_id: &str,
-        text: &str,
-        uuid: &str,
-        in_thread: bool,
-    ) -> Result<String, OpenApiError> {
-        let content = json!({"text": text}).to_string();
-        self.reply(message_id, "text", content, uuid, in_thread)
-            .await
-    }
-
-    /// Sends a text message to a chat.
-    pub async fn send_text(
-        &self,
-        chat_id: &str,
-        text: &str,
+        to: Destination<'_>,
+        content: Content<'_>,
         uuid: &str,
     ) -> Result<String, OpenApiError> {
-        let content = json!({"text": text}).to_string();
-        self.send(chat_id, "text", content, uuid).await
-    }
-
-    /// Replies to `message_id` with a message of `msg_type` whose `content` is the JSON
-    /// text Feishu expects for it.
-    pub(super) async fn reply(
-        &self,
-        message_id: &str,
-        msg_type: &str,
-        content: String,
-        uuid: &str,
-        in_thread: bool,
-    ) -> Result<String, OpenApiError> {
-        let body = json!({
-            "msg_type": msg_type,
-            "content": content,
-            "reply_in_thread": in_thread,
-            "uuid": uuid,
-        });
-        let url = format!("{}/open-apis/im/v1/messages/{message_id}/reply", self.base);
-        self.send_with_retries(reqwest::Method::POST, REPLY_ENDPOINT, &url, &body)
-            .await
-    }
-
-    /// Sends a message of `msg_type` to a chat.
-    pub(super) async fn send(
-        &self,
-        chat_id: &str,
-        msg_type: &str,
-        content: String,
-        uuid: &str,
-    ) -> Result<String, OpenApiError> {
-        let body = json!({
-            "receive_id": chat_id,
+        let (msg_type, content) = content.encode();
+        let mut body = json!({
             "msg_type": msg_type,
             "content": content,
             "uuid": uuid,
         });
-        let url = format!(
-            "{}/open-apis/im/v1/messages?receive_id_type=chat_id",
-            self.base
-        );
-        self.send_with_retries(reqwest::Method::POST, SEND_ENDPOINT, &url, &body)
+        let (endpoint, url) = match to {
+            Destination::Reply {
+                message_id,
+                in_thread,
+            } => {
+                body["reply_in_thread"] = json!(in_thread);
+                let url = format!("{}/open-apis/im/v1/messages/{message_id}/reply", self.base);
+                (REPLY_ENDPOINT, url)
+            }
+            Destination::Chat(chat_id) => {
+                body["receive_id"] = json!(chat_id);
+                let url = format!(
+                    "{}/open-apis/im/v1/messages?receive_id_type=chat_id",
+                    self.base
+                );
+                (SEND_ENDPOINT, url)
+            }
+        };
+        self.send_with_retries(reqwest::Method::POST, endpoint, &url, &body)
             .await
     }
 

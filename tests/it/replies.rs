@@ -119,23 +119,38 @@ both_backends!(
 );
 
 async fn send_to_chat(db: TestDb) {
-    use feishu_bridge::feishu_api::FeishuClient;
+    use feishu_bridge::feishu_api::{
+        FeishuClient,
+        reply::{Content, Destination},
+    };
     let fake = FakeFeishu::planner().await;
     let cfg = config(&config_toml(&db, &fake.profile_keys()));
     let client = FeishuClient::new(reqwest::Client::new(), &cfg.profiles[0]);
     let text_id = client
-        .send_text("oc_group", "good morning", "uuid-text-1")
+        .post(
+            Destination::Chat("oc_group"),
+            Content::Text("good morning"),
+            "uuid-text-1",
+        )
         .await
         .expect("sent");
     let card = serde_json::json!({"schema": "2.0", "body": {"elements": []}});
     let card_id = client
-        .send_card("oc_group", &card, "uuid-card-1")
+        .post(
+            Destination::Chat("oc_group"),
+            Content::Card(&card),
+            "uuid-card-1",
+        )
         .await
         .expect("sent");
     assert_ne!(text_id, card_id);
     // The same uuid again posts nothing new and answers the first message's id.
     let again = client
-        .send_text("oc_group", "good morning", "uuid-text-1")
+        .post(
+            Destination::Chat("oc_group"),
+            Content::Text("good morning"),
+            "uuid-text-1",
+        )
         .await
         .expect("sent");
     assert_eq!(again, text_id);

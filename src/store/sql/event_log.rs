@@ -61,6 +61,17 @@ pub(crate) struct CandidateRow {
     recalled: bool,
 }
 
+/// A candidate decodes from a row of [`CANDIDATE_COLUMNS`] on either backend, so the
+/// candidate reads type themselves by their return type like every other read.
+impl<'r, R: sqlx::Row> sqlx::FromRow<'r, R> for crate::context::selector::Candidate
+where
+    CandidateRow: sqlx::FromRow<'r, R>,
+{
+    fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
+        CandidateRow::from_row(row).map(Into::into)
+    }
+}
+
 impl From<CandidateRow> for crate::context::selector::Candidate {
     fn from(r: CandidateRow) -> Self {
         Self {
@@ -274,14 +285,8 @@ macro_rules! impl_event_log {
                 t: $crate::store::ProfileThread<'_>,
                 window: i64,
             ) -> Result<Vec<$crate::context::selector::Candidate>, $crate::store::StoreError> {
-                use $crate::store::sql::event_log::{CandidateRow, thread_candidates};
-                let q = thread_candidates();
-                let rows: Vec<CandidateRow> = $crate::store::sql::fetch!(
-                    self, query_as, fetch_all,
-                    &q,
-                    t.profile, t.chat_id, t.root_msg_id, window,
-                )?;
-                Ok(rows.into_iter().map(Into::into).collect())
+                let q = $crate::store::sql::event_log::thread_candidates();
+                $crate::store::sql::fetch!(self, query_as, fetch_all, &q, t.profile, t.chat_id, t.root_msg_id, window)
             }
 
             async fn pending_candidates(
@@ -290,14 +295,8 @@ macro_rules! impl_event_log {
                 scope: &str,
                 cap: i64,
             ) -> Result<Vec<$crate::context::selector::Candidate>, $crate::store::StoreError> {
-                use $crate::store::sql::event_log::{CandidateRow, pending_candidates};
-                let q = pending_candidates();
-                let rows: Vec<CandidateRow> = $crate::store::sql::fetch!(
-                    self, query_as, fetch_all,
-                    &q,
-                    profile, scope, cap,
-                )?;
-                Ok(rows.into_iter().map(Into::into).collect())
+                let q = $crate::store::sql::event_log::pending_candidates();
+                $crate::store::sql::fetch!(self, query_as, fetch_all, &q, profile, scope, cap)
             }
 
             async fn topic_root(
