@@ -120,7 +120,7 @@ pub struct InboxEvent {
 }
 
 /// Inbox depth by status.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, sqlx::FromRow)]
 pub struct InboxCounts {
     /// Waiting (includes scheduled retries).
     pub pending: i64,

@@ -99,10 +99,10 @@ pub(crate) fn renew(ids: usize) -> String {
 /// Each count uses the status index, so the cost follows the size of the small states,
 /// not of the whole history.
 pub(crate) const COUNTS: &str = "SELECT \
-     (SELECT COUNT(*) FROM inbox_events WHERE status = 'pending'), \
-     (SELECT COUNT(*) FROM inbox_events WHERE status = 'processing'), \
-     (SELECT COUNT(*) FROM inbox_events WHERE status = 'failed'), \
-     (SELECT COUNT(*) FROM inbox_events WHERE status = 'pending' AND attempts > 0)";
+     (SELECT COUNT(*) FROM inbox_events WHERE status = 'pending') AS pending, \
+     (SELECT COUNT(*) FROM inbox_events WHERE status = 'processing') AS processing, \
+     (SELECT COUNT(*) FROM inbox_events WHERE status = 'failed') AS failed, \
+     (SELECT COUNT(*) FROM inbox_events WHERE status = 'pending' AND attempts > 0) AS retrying";
 
 pub(crate) const PROBLEMS: &str = "SELECT profile, event_id, event_type, status, attempts, last_error \
      FROM inbox_events WHERE status = 'failed' OR (status = 'pending' AND attempts > 0) \
@@ -254,19 +254,10 @@ macro_rules! impl_inbox_store {
             async fn inbox_counts(
                 &self,
             ) -> Result<$crate::store::InboxCounts, $crate::store::StoreError> {
-                use sqlx::Row;
-                $crate::store::bounded(self.timeout, async {
-                    let row = sqlx::query($crate::store::sql::inbox::COUNTS)
-                        .fetch_one(&self.pool)
-                        .await?;
-                    Ok($crate::store::InboxCounts {
-                        pending: row.try_get(0)?,
-                        processing: row.try_get(1)?,
-                        failed: row.try_get(2)?,
-                        retrying: row.try_get(3)?,
-                    })
-                })
-                .await
+                $crate::store::sql::fetch!(
+                    self, query_as, fetch_one,
+                    $crate::store::sql::inbox::COUNTS,
+                )
             }
 
             async fn inbox_problems(
