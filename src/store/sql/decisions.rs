@@ -16,7 +16,7 @@ macro_rules! impl_decision_store {
                 d: &$crate::store::NewDecision,
             ) -> Result<i64, $crate::store::StoreError> {
                 $crate::store::sql::transaction!(self, |tx| {
-                    $crate::store::sql::writes::insert_decision!(&mut *tx, d)
+                    $crate::store::sql::writes::insert_decision!(tx, d)
                 })
             }
 

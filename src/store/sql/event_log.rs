@@ -161,7 +161,7 @@ macro_rules! impl_event_log {
                         .await?
                         .rows_affected()
                         == 1;
-                    writes::insert_events!(&mut *tx, &w.events);
+                    writes::insert_events!(tx, &w.events);
                     for (open_id, name) in &w.names {
                         within!(
                             tx, query, execute,
@@ -180,7 +180,7 @@ macro_rules! impl_event_log {
                         None => None,
                     };
                     if let Some(t) = w.turn.as_ref().filter(|_| fresh) {
-                        writes::insert_turn!(&mut *tx, t);
+                        writes::insert_turn!(tx, t);
                     }
                     $crate::store::Routed { session, fresh }
                 })
@@ -276,7 +276,7 @@ macro_rules! impl_event_log {
                 events: &[$crate::store::NewContextEvent],
             ) -> Result<(), $crate::store::StoreError> {
                 $crate::store::sql::transaction!(self, |tx| {
-                    $crate::store::sql::writes::insert_events!(&mut *tx, events);
+                    $crate::store::sql::writes::insert_events!(tx, events);
                 })
             }
 

@@ -33,7 +33,7 @@ macro_rules! impl_turn_store {
             ) -> Result<Option<$crate::store::StartedTurn>, $crate::store::StoreError> {
                 use $crate::store::sql::{transaction, turns, within, writes};
                 transaction!(self, |tx| {
-                    let decision_id = writes::insert_decision!(&mut *tx, s.decision);
+                    let decision_id = writes::insert_decision!(tx, s.decision);
                     let row_id: Option<i64> = within!(
                         tx,
                         query_scalar,
@@ -123,7 +123,7 @@ macro_rules! impl_turn_store {
             ) -> Result<(), $crate::store::StoreError> {
                 use $crate::store::sql::{transaction, turns, within, writes};
                 transaction!(self, |tx| {
-                    writes::insert_events!(&mut *tx, std::slice::from_ref(&c.output_event));
+                    writes::insert_events!(tx, std::slice::from_ref(&c.output_event));
                     if let Some((profile, key, session_id)) = &c.topic_root_delivered {
                         within!(
                             tx,

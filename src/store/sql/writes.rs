@@ -19,40 +19,46 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 /// Inserts event-log records (and their items) inside an open transaction; a record that
 /// already exists (same profile, message and type) is skipped with its item.
 macro_rules! insert_events {
-    ($tx:expr, $events:expr) => {
+    ($tx:ident, $events:expr) => {
         for e in $events {
-            let id: Option<i64> = sqlx::query_scalar($crate::store::sql::writes::INSERT_EVENT)
-                .bind(&e.chat_id)
-                .bind(e.chat_type.as_str())
-                .bind(&e.root_msg_id)
-                .bind(&e.thread_id)
-                .bind(&e.message_id)
-                .bind(e.event_type.as_str())
-                .bind(&e.actor_type)
-                .bind(&e.actor_id)
-                .bind(&e.bridge_id)
-                .bind(&e.bot_profile)
-                .bind(&e.target_id)
-                .bind(&e.target_name)
-                .bind(&e.session_name)
-                .bind(&e.history_scope)
-                .bind(&e.text)
-                .bind(&e.metadata_json)
-                .bind(e.created_at)
-                .fetch_optional($tx)
-                .await?;
+            let id: Option<i64> = $crate::store::sql::within!(
+                $tx,
+                query_scalar,
+                fetch_optional,
+                $crate::store::sql::writes::INSERT_EVENT,
+                &e.chat_id,
+                e.chat_type.as_str(),
+                &e.root_msg_id,
+                &e.thread_id,
+                &e.message_id,
+                e.event_type.as_str(),
+                &e.actor_type,
+                &e.actor_id,
+                &e.bridge_id,
+                &e.bot_profile,
+                &e.target_id,
+                &e.target_name,
+                &e.session_name,
+                &e.history_scope,
+                &e.text,
+                &e.metadata_json,
+                e.created_at,
+            );
             if let (Some(id), Some(item)) = (id, &e.item) {
-                sqlx::query($crate::store::sql::writes::INSERT_ITEM)
-                    .bind(id)
-                    .bind(item.item_type.as_str())
-                    .bind(item.role.as_str())
-                    .bind(&item.author_label)
-                    .bind(&item.text)
-                    .bind(item.token_estimate)
-                    .bind(item.truncated)
-                    .bind(e.created_at)
-                    .execute($tx)
-                    .await?;
+                $crate::store::sql::within!(
+                    $tx,
+                    query,
+                    execute,
+                    $crate::store::sql::writes::INSERT_ITEM,
+                    id,
+                    item.item_type.as_str(),
+                    item.role.as_str(),
+                    &item.author_label,
+                    &item.text,
+                    item.token_estimate,
+                    item.truncated,
+                    e.created_at,
+                );
             }
         }
     };
@@ -115,18 +121,21 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8)";
 
 /// Inserts a turn inside an open transaction.
 macro_rules! insert_turn {
-    ($tx:expr, $t:expr) => {
-        sqlx::query($crate::store::sql::writes::INSERT_TURN)
-            .bind(&$t.turn_id)
-            .bind(&$t.profile)
-            .bind(&$t.session_key)
-            .bind(&$t.chat_id)
-            .bind(&$t.message_id)
-            .bind(&$t.request_text)
-            .bind(&$t.job_json)
-            .bind($t.queued_at)
-            .execute($tx)
-            .await?;
+    ($tx:ident, $t:expr) => {
+        $crate::store::sql::within!(
+            $tx,
+            query,
+            execute,
+            $crate::store::sql::writes::INSERT_TURN,
+            &$t.turn_id,
+            &$t.profile,
+            &$t.session_key,
+            &$t.chat_id,
+            &$t.message_id,
+            &$t.request_text,
+            &$t.job_json,
+            $t.queued_at,
+        );
     };
 }
 pub(crate) use insert_turn;
@@ -151,42 +160,45 @@ RETURNING id";
 /// Inserts a decision inside an open transaction and links it from the request's
 /// verdict; evaluates to the decision id.
 macro_rules! insert_decision {
-    ($tx:expr, $d:expr) => {{
+    ($tx:ident, $d:expr) => {{
+        use $crate::store::sql::{within, writes};
         let d = $d;
-        let id: i64 = sqlx::query_scalar($crate::store::sql::writes::INSERT_DECISION)
-            .bind(&d.chat_id)
-            .bind(&d.root_msg_id)
-            .bind(&d.message_id)
-            .bind(&d.bridge_id)
-            .bind(&d.bot_profile)
-            .bind(&d.target_id)
-            .bind(&d.workspace_mode)
-            .bind(&d.mode)
-            .bind(&d.session_key)
-            .bind(&d.session_id)
-            .bind(&d.request_text)
-            .bind(&d.thread_context)
-            .bind(&d.selected_item_ids_json)
-            .bind(&d.selected_json)
-            .bind(&d.excluded_json)
-            .bind(&d.prompt_preview)
-            .bind(&d.diagnostics_json)
-            .bind(d.created_at)
-            .fetch_one($tx)
-            .await?;
+        let id: i64 = within!(
+            $tx,
+            query_scalar,
+            fetch_one,
+            writes::INSERT_DECISION,
+            &d.chat_id,
+            &d.root_msg_id,
+            &d.message_id,
+            &d.bridge_id,
+            &d.bot_profile,
+            &d.target_id,
+            &d.workspace_mode,
+            &d.mode,
+            &d.session_key,
+            &d.session_id,
+            &d.request_text,
+            &d.thread_context,
+            &d.selected_item_ids_json,
+            &d.selected_json,
+            &d.excluded_json,
+            &d.prompt_preview,
+            &d.diagnostics_json,
+            d.created_at,
+        );
         for message_id in &d.source_message_ids {
-            sqlx::query($crate::store::sql::writes::INSERT_SOURCE)
-                .bind(id)
-                .bind(message_id)
-                .execute($tx)
-                .await?;
+            within!($tx, query, execute, writes::INSERT_SOURCE, id, message_id);
         }
-        sqlx::query($crate::store::sql::writes::LINK_VERDICT)
-            .bind(id)
-            .bind(&d.bot_profile)
-            .bind(&d.message_id)
-            .execute($tx)
-            .await?;
+        within!(
+            $tx,
+            query,
+            execute,
+            writes::LINK_VERDICT,
+            id,
+            &d.bot_profile,
+            &d.message_id
+        );
         id
     }};
 }
