@@ -95,8 +95,7 @@ pub struct Explanation {
     pub excluded: Vec<ExcludedItem>,
     /// Counts, budgets, which budget cut, topic-root and quote handling.
     pub diagnostics: serde_json::Value,
-    /// Unix ms.
-    pub created_at: i64,
+    pub created_at: crate::util::UnixMs,
     /// What became of the turn that made this decision (absent for decisions recorded
     /// before turns were persisted).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -153,7 +153,7 @@ mod tests {
             selected: vec![selected.clone()],
             excluded: vec![excluded.clone()],
             diagnostics: serde_json::json!({}),
-            created_at: 1,
+            created_at: crate::util::UnixMs(1),
             turn: Some(turn.clone()),
             thread_context: Some(String::new()),
             prompt_preview: Some(String::new()),

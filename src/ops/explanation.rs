@@ -89,7 +89,7 @@ pub fn explain(row: DecisionRow, verbose: bool) -> Explanation {
         selected,
         excluded,
         diagnostics,
-        created_at: r.created_at.millis(),
+        created_at: r.created_at,
         turn: None,
         thread_context: verbose.then_some(r.thread_context),
         prompt_preview: verbose.then_some(r.prompt_preview),
