@@ -221,6 +221,10 @@ impl Default for ContextConfig {
 pub struct WorkerConfig {
     /// Run the inbox worker in this process.
     pub enabled: bool,
+    /// Chats processed side by side.
+    pub lanes: usize,
+    /// Events of one chat claimed and recorded together (one transaction).
+    pub batch: u32,
     /// Attempts before an event is marked failed.
     pub max_attempts: u32,
     /// First retry delay; doubles per attempt.
@@ -242,6 +246,8 @@ impl Default for WorkerConfig {
     fn default() -> Self {
         Self {
             enabled: true,
+            lanes: 4,
+            batch: 256,
             max_attempts: 8,
             retry_base_ms: 1000,
             retry_max_ms: 5 * 60 * 1000,

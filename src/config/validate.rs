@@ -108,6 +108,12 @@ fn worker(worker: &WorkerConfig) -> Result<(), ConfigError> {
     })?;
     require(worker.max_attempts > 0, "worker.max_attempts", || {
         "must be at least 1".into()
+    })?;
+    require(worker.lanes > 0, "worker.lanes", || {
+        "must be at least 1".into()
+    })?;
+    require((1..=10_000).contains(&worker.batch), "worker.batch", || {
+        "must be between 1 and 10000".into()
     })
 }
 
@@ -298,6 +304,8 @@ kind = "openai"
             ),
             ("[server]\nack_deadline_ms = 0\n", "server.ack_deadline_ms"),
             ("[worker]\nlease_ms = 10\n", "worker.lease_ms"),
+            ("[worker]\nlanes = 0\n", "worker.lanes"),
+            ("[worker]\nbatch = 0\n", "worker.batch"),
         ] {
             let err = load_from_str(text, &|_| None).expect_err(text);
             assert_eq!(err.key, key, "{text}");

@@ -233,6 +233,7 @@ async fn store(
         event_id: event.event_id,
         event_type: event.event_type,
         message_id: event.message_id,
+        chat_key: event.chat_key,
         payload: event.payload,
         received_at: UnixMs::now(),
         status,

@@ -1,8 +1,15 @@
-//! What processing an inbox event means: parse it, and for a message normalize, route,
-//! record (event log, verdict, session, in one transaction), then run a command or hand
-//! a turn to the session's queue. A recall removes the message from every context.
+//! What processing inbox events means: parse them, and for a message normalize, route
+//! and record it (event log, verdict, session, turn), then run its command or hand its
+//! turn to the session's queue. A recall removes the message from every context.
+//!
+//! Events are processed a batch at a time, in arrival order: everything the batch writes
+//! goes into one transaction with the `done` marks of the events it finishes. A command
+//! ends a batch's transaction (it acts on what came before it, and what comes after sees
+//! its effect). When the database refuses a batch's transaction for something one event
+//! carries, each event is processed again on its own, so only that one fails.
 
 use std::{
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -21,7 +28,10 @@ use crate::{
         events::{self, ChatType, MessageReceive, TypedEvent},
     },
     routing::{self, Inbound, Place, Reason, Sender, Verdict},
-    store::{EventLog, NewInboxEvent, NewVerdict, SessionStore, Store, StoreError},
+    store::{
+        BatchStep, EventLog, InboxEvent, NewVerdict, ProcessedBatch, Routed, SessionStore, Store,
+        StoreError,
+    },
     turns::TurnRunner,
     turns::queue::SessionQueues,
     util::UnixMs,
@@ -93,40 +103,161 @@ impl Pipeline {
         }
     }
 
-    /// Processes one claimed event.
-    pub async fn process(&self, event: &NewInboxEvent) -> Result<(), ProcessError> {
+    /// Processes claimed events (in arrival order) and records them: what each event
+    /// came to, in the batch's order. `Err` when the database failed: nothing of the
+    /// batch was recorded since the last command, and the worker tries it again later.
+    pub async fn process_batch(&self, events: &[InboxEvent]) -> Result<Vec<Settled>, StoreError> {
+        let mut batch = Batch::read(self.log.as_ref(), events).await?;
+        self.purge_if_due().await;
+        let mut settled = Vec::with_capacity(events.len());
+        let mut start = 0;
+        while start < events.len() {
+            // Up to and including the next command.
+            let mut steps = Vec::new();
+            let mut end = start;
+            let mut command = false;
+            while end < events.len() && !command {
+                let step = self.step(&mut batch, &events[end]);
+                command = step
+                    .routed
+                    .as_ref()
+                    .is_some_and(|r| r.route.command.is_some());
+                steps.push(step);
+                end += 1;
+            }
+            match self.record(&events[start..end], steps).await {
+                Ok(part) => settled.extend(part),
+                Err(e) if e.database_failed() => return Err(e),
+                Err(e) if end - start == 1 => {
+                    settled.push(Settled::Open(Err(ProcessError::Store(e))));
+                }
+                // Something one of them carries: each on its own, so only that one fails.
+                Err(e) => {
+                    tracing::warn!(error = %e.reason(), events = end - start, "batch refused; processing its events one by one");
+                    for event in &events[start..end] {
+                        // Read afresh: what the others wrote meanwhile counts.
+                        let mut one =
+                            Batch::read(self.log.as_ref(), std::slice::from_ref(event)).await?;
+                        let step = self.step(&mut one, event);
+                        match self.record(std::slice::from_ref(event), vec![step]).await {
+                            Ok(part) => settled.extend(part),
+                            Err(e) if e.database_failed() => return Err(e),
+                            Err(e) => settled.push(Settled::Open(Err(ProcessError::Store(e)))),
+                        }
+                    }
+                }
+            }
+            start = end;
+        }
+        Ok(settled)
+    }
+
+    /// What one event comes to, before anything is written.
+    fn step(&self, batch: &mut Batch, event: &InboxEvent) -> Step {
+        let e = &event.event;
+        let mut step = Step {
+            write: None,
+            routed: None,
+            error: None,
+        };
         // A recalled message is never parsed again (its payload is gone by design).
-        if let Some(message_id) = &event.message_id
-            && self.log.is_recalled(message_id).await?
+        if let Some(message_id) = &e.message_id
+            && batch.recalled.contains(message_id)
         {
-            self.log
-                .record_verdict(&NewVerdict {
-                    profile: event.profile.clone(),
-                    message_id: message_id.clone(),
-                    chat_id: String::new(),
-                    verdict: Verdict::Ignored,
-                    reason: Reason::Recalled,
-                    session_key: None,
-                    created_at: UnixMs::now(),
-                })
-                .await?;
-            return Ok(());
+            step.write = Some(BatchStep::Verdict(NewVerdict {
+                profile: e.profile.clone(),
+                message_id: message_id.clone(),
+                chat_id: String::new(),
+                verdict: Verdict::Ignored,
+                reason: Reason::Recalled,
+                session_key: None,
+                created_at: UnixMs::now(),
+            }));
+            return step;
         }
-        match events::parse(&event.event_type, &event.payload)? {
-            TypedEvent::MessageReceive(m) => self.on_message(&event.profile, &m).await,
-            TypedEvent::MessageRecalled(r) => {
-                let n = self
-                    .log
-                    .recall(&r.message_id, &r.chat_id, UnixMs::now())
-                    .await?;
-                tracing::info!(message_id = %r.message_id, records = n, "message recalled: text removed, excluded from context");
-                Ok(())
+        match batch.parsed.remove(&event.id) {
+            Some(Err(error)) => step.error = Some(ProcessError::Parse(error)),
+            Some(Ok(TypedEvent::MessageReceive(m))) => {
+                let names = batch.names.entry(e.profile.clone()).or_default();
+                if let Some(routed) = self.route(&e.profile, &m, names) {
+                    let now = UnixMs::now();
+                    step.write = Some(BatchStep::Route(Box::new(routed.write(now))));
+                    // Names learned here label the messages after this one.
+                    names.extend(routed.names.iter().cloned());
+                    step.routed = Some(routed);
+                }
             }
-            TypedEvent::CardAction(_) | TypedEvent::LegacyCardAction(_) => {
-                tracing::debug!("card action recorded");
-                Ok(())
+            Some(Ok(TypedEvent::MessageRecalled(r))) => {
+                batch.recalled.insert(r.message_id.clone());
+                tracing::info!(message_id = %r.message_id, "message recalled: text removed, excluded from context");
+                step.write = Some(BatchStep::Recall {
+                    message_id: r.message_id,
+                    chat_id: r.chat_id,
+                });
+            }
+            Some(Ok(TypedEvent::CardAction(_) | TypedEvent::LegacyCardAction(_))) | None => {}
+        }
+        step
+    }
+
+    /// Writes `steps` in one transaction, with the `done` marks of the events they
+    /// finish; then runs the command (the last step, if any) and queues the new turns.
+    async fn record(
+        &self,
+        events: &[InboxEvent],
+        steps: Vec<Step>,
+    ) -> Result<Vec<Settled>, StoreError> {
+        let mut batch = ProcessedBatch {
+            now: UnixMs::now(),
+            ..ProcessedBatch::default()
+        };
+        for (step, event) in steps.iter().zip(events) {
+            let command = step
+                .routed
+                .as_ref()
+                .is_some_and(|r| r.route.command.is_some());
+            if step.error.is_none() && !command {
+                batch.done.push(event.id);
+            }
+            if let Some(write) = &step.write {
+                batch.steps.push(write.clone());
             }
         }
+        let mut stored = self.log.record_batch(&batch).await?.into_iter();
+        let mut settled = Vec::with_capacity(steps.len());
+        for step in steps {
+            let routed: Option<Routed> = step.write.as_ref().and_then(|_| stored.next()).flatten();
+            settled.push(match (step.error, step.routed, routed) {
+                (Some(e), _, _) => Settled::Open(Err(e)),
+                (None, Some(message), Some(stored)) => self.after_route(message, stored).await,
+                (None, _, _) => Settled::Done,
+            });
+        }
+        Ok(settled)
+    }
+
+    /// After a routed message is recorded: runs its command or queues its turn.
+    async fn after_route(&self, routed: RoutedMessage, stored: Routed) -> Settled {
+        let (m, r) = (&routed.message, &routed.route);
+        tracing::debug!(profile = %m.profile, message_id = %m.message_id, verdict = %r.verdict, reason = %r.reason, session_key = ?r.session_key, fresh = stored.fresh, "message routed");
+        let Some(session) = stored.session else {
+            return Settled::Done;
+        };
+        if let Some(call) = routed.command(&session) {
+            tracing::info!(profile = %m.profile, message_id = %m.message_id, session_key = %session.session_key, "command");
+            let sessions = self.sessions.as_ref();
+            return Settled::Open(
+                commands::execute(sessions, &self.queues, self.outbound.as_ref(), &call)
+                    .await
+                    .map_err(ProcessError::from),
+            );
+        }
+        // Routed before: its turn was queued then (and runs, or is recovered).
+        if let Some(job) = routed.job.filter(|_| stored.fresh) {
+            tracing::info!(profile = %m.profile, message_id = %m.message_id, turn_id = %job.turn_id, session_key = %job.session_key, "turn queued");
+            self.turns.submit(&self.queues, job);
+        }
+        Settled::Done
     }
 
     fn purge_due(&self) -> Option<UnixMs> {
@@ -139,49 +270,20 @@ impl Pipeline {
         Some(UnixMs::now() - Duration::from_secs(days * 24 * 3600))
     }
 
-    /// Routes one message and records it; then runs its command or queues its turn.
-    async fn on_message(
-        &self,
-        profile_name: &str,
-        ev: &MessageReceive,
-    ) -> Result<(), ProcessError> {
-        let Some(routed) = self.route(profile_name, ev).await? else {
-            return Ok(());
-        };
-        self.purge_if_due().await;
-        let now = UnixMs::now();
-        let stored = self.log.apply_route(&routed.write(now)).await?;
-        let (m, r) = (&routed.message, &routed.route);
-        tracing::info!(profile = profile_name, message_id = %m.message_id, verdict = %r.verdict, reason = %r.reason, session_key = ?r.session_key, fresh = stored.fresh, "message routed");
-        let Some(session) = stored.session else {
-            return Ok(());
-        };
-        if let Some(call) = routed.command(&session) {
-            let sessions = self.sessions.as_ref();
-            return commands::execute(sessions, &self.queues, self.outbound.as_ref(), &call)
-                .await
-                .map_err(ProcessError::from);
-        }
-        // Routed before: its turn was queued then (and runs, or is recovered).
-        if let Some(job) = routed.job.filter(|_| stored.fresh) {
-            self.turns.submit(&self.queues, job);
-        }
-        Ok(())
-    }
-
     /// The message as recorded and the route it takes; `None` for a profile no longer
     /// configured.
-    async fn route(
+    fn route(
         &self,
         profile_name: &str,
         ev: &MessageReceive,
-    ) -> Result<Option<RoutedMessage>, StoreError> {
+        names: &HashMap<String, String>,
+    ) -> Option<RoutedMessage> {
         let Some(profile) = self.config.profile(profile_name) else {
             tracing::warn!(
                 profile = profile_name,
                 "event for a profile no longer configured; dropped"
             );
-            return Ok(None);
+            return None;
         };
         let msg = &ev.message;
         let bot = self.identities.get(profile_name);
@@ -216,9 +318,7 @@ impl Pipeline {
             topic_root_enabled: self.config.topic_root_enabled(profile),
         });
         let actor_id = ids.open_id.clone().unwrap_or_default();
-        let author_label = self
-            .author_label(profile_name, &sender, &actor_id, bot.as_deref())
-            .await?;
+        let author_label = author_label(profile_name, &sender, &actor_id, bot.as_deref(), names);
         let message = Message {
             profile: profile_name.to_string(),
             app_id: profile.app_id.clone(),
@@ -245,7 +345,7 @@ impl Pipeline {
                 .and_then(|t| t.parse::<i64>().ok())
                 .map_or_else(UnixMs::now, UnixMs),
         };
-        Ok(Some(RoutedMessage::new(message, route, content.names)))
+        Some(RoutedMessage::new(message, route, content.names))
     }
 
     /// Retention rides on message traffic, in its own short transaction; a failure only
@@ -257,26 +357,97 @@ impl Pipeline {
             tracing::warn!(error = %e, "retention purge failed");
         }
     }
+}
 
-    /// How a sender is shown to agents: a remembered display name, else the open_id;
-    /// this bot by its profile name; other apps as `app:<id>`.
-    async fn author_label(
-        &self,
-        profile: &str,
-        sender: &Sender<'_>,
-        actor_id: &str,
-        bot: Option<&str>,
-    ) -> Result<String, StoreError> {
-        if bot.is_some() && Some(actor_id) == bot {
-            return Ok(format!("{profile} (this bot)"));
+/// How a sender is shown to agents: a remembered display name, else the open_id; this
+/// bot by its profile name; other apps as `app:<id>`.
+fn author_label(
+    profile: &str,
+    sender: &Sender<'_>,
+    actor_id: &str,
+    bot: Option<&str>,
+    names: &HashMap<String, String>,
+) -> String {
+    if bot.is_some() && Some(actor_id) == bot {
+        return format!("{profile} (this bot)");
+    }
+    if sender.sender_type != "user" {
+        return format!("app:{actor_id}");
+    }
+    names
+        .get(actor_id)
+        .cloned()
+        .unwrap_or_else(|| actor_id.to_string())
+}
+
+/// What one event of a batch came to.
+#[derive(Debug)]
+pub enum Settled {
+    /// Processed, and marked `done` with the batch's writes.
+    Done,
+    /// Its outcome is the worker's to record: a failure, or a command that ran after
+    /// the batch's writes.
+    Open(Result<(), ProcessError>),
+}
+
+/// One event's part of a batch.
+struct Step {
+    /// What it writes.
+    write: Option<BatchStep>,
+    /// The routed message, for what follows the write.
+    routed: Option<RoutedMessage>,
+    /// Why it cannot be processed.
+    error: Option<ProcessError>,
+}
+
+/// What a batch reads before it routes anything: one query each, not one per event.
+struct Batch {
+    /// Parsed payloads by inbox id.
+    parsed: HashMap<i64, Result<TypedEvent, events::ParseError>>,
+    /// Message ids recalled (in the database, or earlier in the batch).
+    recalled: HashSet<String>,
+    /// Known display names, per profile: `open_id → name`.
+    names: HashMap<String, HashMap<String, String>>,
+}
+
+impl Batch {
+    async fn read(log: &dyn EventLog, events: &[InboxEvent]) -> Result<Self, StoreError> {
+        let ids: Vec<String> = events
+            .iter()
+            .filter_map(|e| e.event.message_id.clone())
+            .collect();
+        let recalled = if ids.is_empty() {
+            HashSet::new()
+        } else {
+            log.recalled_among(&ids).await?.into_iter().collect()
+        };
+        let parsed: HashMap<i64, _> = events
+            .iter()
+            .map(|e| (e.id, events::parse(&e.event.event_type, &e.event.payload)))
+            .collect();
+        let mut senders: HashMap<&str, Vec<String>> = HashMap::new();
+        for e in events {
+            if let Some(Ok(TypedEvent::MessageReceive(m))) = parsed.get(&e.id)
+                && m.sender.sender_type == "user"
+                && let Some(open_id) = &m.sender.sender_id.open_id
+            {
+                senders
+                    .entry(&e.event.profile)
+                    .or_default()
+                    .push(open_id.clone());
+            }
         }
-        if sender.sender_type != "user" {
-            return Ok(format!("app:{actor_id}"));
+        let mut names = HashMap::new();
+        for (profile, mut open_ids) in senders {
+            open_ids.sort_unstable();
+            open_ids.dedup();
+            let known = log.names_among(profile, &open_ids).await?;
+            names.insert(profile.to_string(), known.into_iter().collect());
         }
-        Ok(self
-            .log
-            .name_of(profile, actor_id)
-            .await?
-            .unwrap_or_else(|| actor_id.to_string()))
+        Ok(Self {
+            parsed,
+            recalled,
+            names,
+        })
     }
 }

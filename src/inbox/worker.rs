@@ -1,16 +1,21 @@
 //! The inbox worker: claims due events, processes them, records the outcome.
 //!
+//! Each chat's events go through in arrival order, and different chats side by side: a
+//! claim takes the oldest due events of each chat that no worker holds (up to
+//! `worker.batch` per chat, from up to `worker.lanes` chats), and each chat's events run
+//! as one batch in a lane of their own, recorded in one transaction. So a request in a
+//! quiet chat is processed at once, whatever backlog another chat has.
+//!
 //! Failures are retried with exponential backoff until `max_attempts`, then the event is
-//! marked failed (visible in `/status` and `/metrics`). A failure of the database is not
-//! the event's: it is retried without counting towards `max_attempts`, the rest of the
-//! claim goes back to pending, and the worker backs off until the database takes writes
-//! again — it resumes by itself.
+//! marked failed (visible in `/status` and `/metrics`); a failed event does not hold up
+//! the rest of its chat. A failure of the database is not the event's: it is retried
+//! without counting towards `max_attempts`, and the worker backs off until the database
+//! takes writes again — it resumes by itself.
 //!
 //! Claims carry this process's name and a lease that a heartbeat renews while the event
 //! is in hand. At start the worker takes back the claims an earlier run of this process
 //! left (every claim on SQLite); another replica's dead claims are taken once their
-//! lease runs out. On shutdown the worker finishes the event in hand and returns the rest
-//! of its claim to pending.
+//! lease runs out. On shutdown the worker finishes the batches in hand.
 
 use std::{
     collections::BTreeSet,
@@ -18,19 +23,19 @@ use std::{
     time::Duration,
 };
 
-use tokio::sync::{Notify, broadcast};
+use tokio::{
+    sync::{Notify, broadcast},
+    task::JoinSet,
+};
 use tokio_util::sync::CancellationToken;
 
-use super::pipeline::{Pipeline, ProcessError};
+use super::pipeline::{Pipeline, ProcessError, Settled};
 use crate::{
     config::WorkerConfig,
-    store::{Finish, InboxEvent, InboxStore},
+    store::{ClaimLimits, Finish, InboxEvent, InboxStore},
     telemetry::Metrics,
     util::UnixMs,
 };
-
-/// Events claimed per round trip.
-const CLAIM_BATCH: i64 = 32;
 
 /// What the worker did with one event; broadcast for observers (tests, tools).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,62 +100,75 @@ fn store_failed(e: &ProcessError) -> bool {
 impl Worker {
     /// Runs until `stop` is cancelled.
     pub async fn run(self) {
-        let poll = Duration::from_millis(self.config.poll_interval_ms.max(1));
-        match self.store.reclaim_inbox(&self.owner, UnixMs::now()).await {
+        let me = Arc::new(self);
+        let poll = Duration::from_millis(me.config.poll_interval_ms.max(1));
+        match me.store.reclaim_inbox(&me.owner, UnixMs::now()).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(events = n, "claims of the previous run taken back"),
             Err(e) => {
                 // Their leases run out and they are claimed then; nothing is lost.
                 tracing::warn!(error = %e, "claims of the previous run not taken back");
-                self.metrics.store_error("reclaim_inbox");
+                me.metrics.store_error("reclaim_inbox");
             }
         }
         let in_hand = InHand::default();
-        let heartbeat = tokio::spawn(self.heartbeat(in_hand.clone()));
+        let heartbeat = tokio::spawn(me.heartbeat(in_hand.clone()));
+        let lanes_cap = me.config.lanes.max(1);
+        let mut lanes: JoinSet<bool> = JoinSet::new();
         // Consecutive rounds the database failed: the pause before the next one doubles.
         let mut store_failures = 0u32;
-        while !self.stop.is_cancelled() {
-            let claimed = self
-                .store
-                .claim_inbox(
-                    &self.owner,
-                    UnixMs::now(),
-                    self.config.lease_ms as i64,
-                    CLAIM_BATCH,
-                )
-                .await;
-            let pause = match claimed {
-                Ok(events) if events.is_empty() => {
-                    store_failures = 0;
-                    tokio::select! {
-                        () = self.wake.notified() => {}
-                        () = tokio::time::sleep(poll) => {}
-                        () = self.stop.cancelled() => {}
-                    }
-                    continue;
-                }
-                Ok(events) => {
-                    in_hand.lock().extend(events.iter().map(|e| e.id));
-                    if self.process_claim(events, &in_hand).await {
+        while !me.stop.is_cancelled() {
+            let free = lanes_cap.saturating_sub(lanes.len());
+            if free > 0 {
+                let limits = ClaimLimits {
+                    chats: i64::try_from(free).unwrap_or(i64::MAX),
+                    per_chat: i64::from(me.config.batch.max(1)),
+                };
+                let lease = i64::try_from(me.config.lease_ms).unwrap_or(i64::MAX);
+                match me
+                    .store
+                    .claim_inbox(&me.owner, UnixMs::now(), lease, limits)
+                    .await
+                {
+                    Ok(events) => {
                         store_failures = 0;
+                        in_hand.lock().extend(events.iter().map(|e| e.id));
+                        for chat in by_chat(events) {
+                            lanes.spawn(me.clone().process_lane(chat, in_hand.clone()));
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "inbox claim failed; retrying");
+                        me.metrics.store_error("claim_inbox");
+                        store_failures += 1;
+                        me.pause(store_pause(poll, store_failures)).await;
                         continue;
                     }
-                    store_failures += 1;
-                    store_pause(poll, store_failures)
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "inbox claim failed; retrying");
-                    self.metrics.store_error("claim_inbox");
-                    store_failures += 1;
-                    store_pause(poll, store_failures)
-                }
-            };
+            }
             tokio::select! {
-                () = tokio::time::sleep(pause) => {}
-                () = self.stop.cancelled() => {}
+                Some(done) = lanes.join_next(), if !lanes.is_empty() => {
+                    if matches!(done, Ok(false)) {
+                        store_failures += 1;
+                        me.pause(store_pause(poll, store_failures)).await;
+                    }
+                }
+                () = me.wake.notified() => {}
+                () = tokio::time::sleep(poll) => {}
+                () = me.stop.cancelled() => {}
             }
         }
+        // The batches in hand are finished and recorded.
+        while lanes.join_next().await.is_some() {}
         heartbeat.abort();
+    }
+
+    /// Waits `pause`, or until stopped.
+    async fn pause(&self, pause: Duration) {
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = self.stop.cancelled() => {}
+        }
     }
 
     /// Renews the leases of the events in hand every third of a lease, so a live worker
@@ -174,45 +192,59 @@ impl Worker {
         }
     }
 
-    /// Processes a claim in order; returns `false` when the database failed (the rest of
-    /// the claim is then returned to pending).
-    async fn process_claim(&self, events: Vec<InboxEvent>, in_hand: &InHand) -> bool {
-        let mut rest = events.into_iter();
-        let mut healthy = true;
-        for event in rest.by_ref() {
-            let id = event.id;
-            healthy = self.process_one(event).await;
-            in_hand.lock().remove(&id);
-            if !healthy || self.stop.is_cancelled() {
-                break;
+    /// Processes one chat's claimed events as a batch and records what each came to;
+    /// returns `false` when the database failed.
+    async fn process_lane(self: Arc<Self>, events: Vec<InboxEvent>, in_hand: InHand) -> bool {
+        let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
+        let healthy = match self.pipeline.process_batch(&events).await {
+            Ok(settled) => {
+                let mut healthy = true;
+                for (event, settled) in events.into_iter().zip(settled) {
+                    healthy &= match settled {
+                        Settled::Done => {
+                            self.report(event, Outcome::Done);
+                            true
+                        }
+                        Settled::Open(result) => self.settle(event, result).await,
+                    };
+                }
+                healthy
             }
-        }
-        let unstarted: Vec<i64> = rest.map(|e| e.id).collect();
-        if !unstarted.is_empty() {
-            self.write_until_stored("release_inbox", || self.store.release_inbox(&unstarted))
-                .await;
-        }
+            Err(e) => {
+                let delay = backoff(&self.config, 1);
+                tracing::warn!(error = %e.reason(), events = ids.len(), retry_in_ms = delay, "the database failed; the events will be retried");
+                let finish = Finish::Deferred {
+                    error: format!("store: {}", e.reason()),
+                    at: UnixMs::now() + Duration::from_millis(delay),
+                };
+                if self.record(&ids, &finish).await {
+                    for event in events {
+                        self.report(event, Outcome::Retry);
+                    }
+                }
+                false
+            }
+        };
         let mut held = in_hand.lock();
-        for id in unstarted {
-            held.remove(&id);
+        for id in &ids {
+            held.remove(id);
         }
         healthy
     }
 
-    /// Processes one event and records the outcome; returns `false` when the database
-    /// failed.
-    #[tracing::instrument(skip_all, fields(profile = %event.event.profile, event_id = %event.event.event_id, event_type = %event.event.event_type, attempt = event.attempts))]
-    async fn process_one(&self, event: InboxEvent) -> bool {
-        let result = self.pipeline.process(&event.event).await;
+    /// Records the outcome of an event whose batch left it open; returns `false` when
+    /// the database failed.
+    async fn settle(&self, event: InboxEvent, result: Result<(), ProcessError>) -> bool {
         let healthy = !result.as_ref().is_err_and(store_failed);
+        let e = &event.event;
         let (finish, outcome) = match result {
             Ok(()) => (Finish::Done, Outcome::Done),
-            Err(ProcessError::Store(e)) if e.database_failed() => {
+            Err(ProcessError::Store(err)) if err.database_failed() => {
                 let delay = backoff(&self.config, event.attempts);
-                tracing::warn!(error = %e.reason(), retry_in_ms = delay, "the database failed; the event will be retried");
+                tracing::warn!(profile = %e.profile, event_id = %e.event_id, error = %err.reason(), retry_in_ms = delay, "the database failed; the event will be retried");
                 (
                     Finish::Deferred {
-                        error: format!("store: {}", e.reason()),
+                        error: format!("store: {}", err.reason()),
                         at: UnixMs::now() + Duration::from_millis(delay),
                     },
                     Outcome::Retry,
@@ -220,66 +252,73 @@ impl Worker {
             }
             // A signed payload that does not fit its type will not fit on a retry either:
             // it is failed at once, with its value-free reason.
-            Err(e @ ProcessError::Parse(_)) => {
-                tracing::error!(
-                    error = %e,
-                    "event payload does not fit its type; failed without retry"
-                );
-                (
-                    Finish::Failed {
-                        error: e.to_string(),
-                    },
-                    Outcome::Failed,
-                )
+            Err(err @ ProcessError::Parse(_)) => {
+                tracing::error!(profile = %e.profile, event_id = %e.event_id, event_type = %e.event_type, error = %err, "event payload does not fit its type; failed without retry");
+                let error = err.to_string();
+                (Finish::Failed { error }, Outcome::Failed)
             }
-            Err(e) if event.attempts >= i64::from(self.config.max_attempts) => {
-                tracing::error!(error = %e, "event failed for good");
-                (
-                    Finish::Failed {
-                        error: e.to_string(),
-                    },
-                    Outcome::Failed,
-                )
+            Err(err) if event.attempts >= i64::from(self.config.max_attempts) => {
+                tracing::error!(profile = %e.profile, event_id = %e.event_id, attempt = event.attempts, error = %err, "event failed for good");
+                let error = err.to_string();
+                (Finish::Failed { error }, Outcome::Failed)
             }
-            Err(e) => {
+            Err(err) => {
                 let delay = backoff(&self.config, event.attempts);
-                tracing::warn!(error = %e, retry_in_ms = delay, "event failed; will retry");
+                tracing::warn!(profile = %e.profile, event_id = %e.event_id, attempt = event.attempts, error = %err, retry_in_ms = delay, "event failed; will retry");
                 (
                     Finish::Retry {
-                        error: e.to_string(),
+                        error: err.to_string(),
                         at: UnixMs::now() + Duration::from_millis(delay),
                     },
                     Outcome::Retry,
                 )
             }
         };
-        if !self.record(event.id, &finish).await {
+        if !self.record(&[event.id], &finish).await {
             return false;
         }
+        self.report(event, outcome);
+        healthy
+    }
+
+    /// Counts a recorded outcome and tells the observers.
+    fn report(&self, event: InboxEvent, outcome: Outcome) {
+        let e = event.event;
         self.metrics
             .events_processed
-            .with_label_values(&[
-                &event.event.profile,
-                &event.event.event_type,
-                outcome.as_str(),
-            ])
+            .with_label_values(&[&e.profile, &e.event_type, outcome.as_str()])
             .inc();
         // Nobody listening is fine: the broadcast is for observers only.
         let _ = self.processed.send(Processed {
             id: event.id,
-            profile: event.event.profile,
-            event_id: event.event.event_id,
+            profile: e.profile,
+            event_id: e.event_id,
             outcome,
         });
-        healthy
     }
 }
 
+/// Claimed events grouped by chat, each group in arrival order.
+fn by_chat(events: Vec<InboxEvent>) -> Vec<Vec<InboxEvent>> {
+    let mut groups: Vec<Vec<InboxEvent>> = Vec::new();
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for event in events {
+        let at = *index
+            .entry(event.event.chat_key.clone())
+            .or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
+        groups[at].push(event);
+    }
+    groups
+}
+
 impl Worker {
-    /// Records an attempt's outcome; returns `false` if it was not recorded.
-    async fn record(&self, id: i64, finish: &Finish) -> bool {
+    /// Records how an attempt ended; returns `false` if it was not recorded.
+    async fn record(&self, ids: &[i64], finish: &Finish) -> bool {
         self.write_until_stored("finish_inbox", || {
-            self.store.finish_inbox(id, finish, UnixMs::now())
+            self.store.finish_inbox(ids, finish, UnixMs::now())
         })
         .await
     }

@@ -1,5 +1,5 @@
 //! The callback envelope: telling `url_verification`, schema 2.0 and schema 1.0 apart,
-//! and pulling out what the inbox keys on (event id, type, message id, create time).
+//! and pulling out what the inbox keys on (event id, type, message id, chat, create time).
 //!
 //! Only the fields needed for routing are parsed here; the payload is kept as the exact
 //! decrypted JSON text.
@@ -38,12 +38,26 @@ pub(crate) struct EventProbe {
     #[serde(rename = "type")]
     pub kind: Option<String>,
     pub message: Option<MessageProbe>,
+    /// A recall's chat.
+    #[serde(deserialize_with = "text_or_none")]
+    pub chat_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Default)]
 #[serde(default)]
 pub(crate) struct MessageProbe {
     pub message_id: Option<String>,
+    #[serde(deserialize_with = "text_or_none")]
+    pub chat_id: Option<String>,
+}
+
+/// A chat id if it is text; anything else is left for the worker to refuse (the event
+/// is stored either way: it is authentic).
+fn text_or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => Some(s),
+        _ => None,
+    })
 }
 
 /// Which envelope schema an event used.
@@ -67,6 +81,8 @@ pub(crate) enum Classified {
         event_type: String,
         token: String,
         message_id: Option<String>,
+        /// The chat whose order the event takes part in ('' for none).
+        chat_key: String,
         create_time_secs: Option<i64>,
     },
 }
@@ -89,6 +105,7 @@ pub(crate) fn classify(p: Probe) -> Result<Classified, EnvelopeError> {
         let message_id = message_id_of(&event_type, p.event.as_ref());
         return Ok(Classified::Event {
             schema: Schema::V2,
+            chat_key: chat_key_of(&event_type, p.event.as_ref()),
             event_id,
             event_type,
             token: h.token.unwrap_or_default(),
@@ -107,6 +124,7 @@ pub(crate) fn classify(p: Probe) -> Result<Classified, EnvelopeError> {
             schema: Schema::V1,
             event_id: uuid,
             message_id: message_id_of(&event_type, p.event.as_ref()),
+            chat_key: chat_key_of(&event_type, p.event.as_ref()),
             event_type,
             token: p.token.unwrap_or_default(),
             create_time_secs: p.ts.as_deref().and_then(parse_fractional_secs),
@@ -130,6 +148,20 @@ fn message_id_of(event_type: &str, event: Option<&EventProbe>) -> Option<String>
         .and_then(|e| e.message.as_ref())
         .and_then(|m| m.message_id.clone())
         .filter(|m| !m.is_empty())
+}
+
+/// The chat a message or a recall belongs to: the worker keeps each chat's events in
+/// arrival order (a recall after the message it recalls) and runs chats side by side.
+/// Other events belong to no chat ('').
+fn chat_key_of(event_type: &str, event: Option<&EventProbe>) -> String {
+    let chat = match event_type {
+        crate::protocol::events::MESSAGE_RECEIVE => {
+            event.and_then(|e| e.message.as_ref()?.chat_id.as_ref())
+        }
+        crate::protocol::events::MESSAGE_RECALLED => event.and_then(|e| e.chat_id.as_ref()),
+        _ => None,
+    };
+    chat.cloned().unwrap_or_default()
 }
 
 fn non_empty(s: Option<String>) -> Option<String> {
@@ -202,5 +234,27 @@ mod tests {
     fn a_body_of_nothing_known_is_an_error() {
         let p: Probe = serde_json::from_str(r#"{"hello":"world"}"#).expect("json");
         assert!(classify(p).is_err());
+    }
+
+    #[test]
+    fn messages_and_recalls_take_their_chat_and_nothing_else_has_one() {
+        let chat = |event_type: &str, event: &str| {
+            let body = format!(
+                r#"{{"schema":"2.0","header":{{"event_id":"e","event_type":"{event_type}"}},"event":{event}}}"#
+            );
+            let p: Probe = serde_json::from_str(&body).expect("json");
+            match classify(p) {
+                Ok(Classified::Event { chat_key, .. }) => chat_key,
+                other => panic!("{other:?}"),
+            }
+        };
+        let message = r#"{"message":{"message_id":"om_1","chat_id":"oc_1"}}"#;
+        assert_eq!(chat("im.message.receive_v1", message), "oc_1");
+        let recall = r#"{"message_id":"om_1","chat_id":"oc_2"}"#;
+        assert_eq!(chat("im.message.recalled_v1", recall), "oc_2");
+        assert_eq!(chat("card.action.trigger", r#"{"chat_id":"oc_3"}"#), "");
+        // A chat id that is not text leaves the event without a chat, still stored.
+        let odd = r#"{"message":{"message_id":"om_1","chat_id":7}}"#;
+        assert_eq!(chat("im.message.receive_v1", odd), "");
     }
 }

@@ -64,6 +64,8 @@ pub struct VerifiedEvent {
     pub event_type: String,
     /// For message events: the message id (Feishu's recommended dedup key).
     pub message_id: Option<String>,
+    /// The chat whose order it takes part in (message and recall events; else '').
+    pub chat_key: String,
     /// The decrypted JSON less the Verification Token (`header.token`, or the top-level
     /// `token` of schema 1.0); every other member and value as received.
     pub payload: String,
@@ -190,6 +192,7 @@ pub fn verify_event(
             event_type,
             token,
             message_id,
+            chat_key,
             create_time_secs,
         } => {
             if creds.encrypt.is_some() && !signed {
@@ -205,6 +208,7 @@ pub fn verify_event(
                 event_id,
                 event_type,
                 message_id,
+                chat_key,
                 payload,
             }))
         }
@@ -256,6 +260,7 @@ pub fn verify_card(
         event_id: format!("card-v1:{}", &id[..32]),
         event_type: events::CARD_ACTION_LEGACY.to_string(),
         message_id: None,
+        chat_key: String::new(),
         payload,
     }))
 }

@@ -88,6 +88,27 @@ pub struct Routed {
     pub fresh: bool,
 }
 
+/// One processed inbox event's writes, in a [`ProcessedBatch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchStep {
+    /// A routed message (see [`EventLog::apply_route`]).
+    Route(Box<RouteWrite>),
+    /// A verdict alone (a message recalled before it was processed).
+    Verdict(NewVerdict),
+    /// A recall (see [`EventLog::recall`]).
+    Recall { message_id: String, chat_id: String },
+}
+
+/// What the worker records for a batch of inbox events, in one transaction: each
+/// event's writes in arrival order, then the `done` marks of the events they finish.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProcessedBatch {
+    pub steps: Vec<BatchStep>,
+    /// Inbox row ids marked `done` with the writes.
+    pub done: Vec<i64>,
+    pub now: UnixMs,
+}
+
 /// An event-log record with its item, as read.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct ContextEventRow {
@@ -128,6 +149,19 @@ pub trait EventLog: Send + Sync + 'static {
     /// routed (its verdict stands) queues no second turn: routing is idempotent, so an
     /// event processed again after an unrecorded outcome changes nothing.
     async fn apply_route(&self, write: &RouteWrite) -> Result<Routed, StoreError>;
+    /// Writes a whole batch in one transaction (see [`ProcessedBatch`]): all of it or
+    /// nothing. Answers, per step, what a [`BatchStep::Route`] did (`None` for the
+    /// others).
+    async fn record_batch(&self, batch: &ProcessedBatch)
+    -> Result<Vec<Option<Routed>>, StoreError>;
+    /// Which of these messages were recalled.
+    async fn recalled_among(&self, message_ids: &[String]) -> Result<Vec<String>, StoreError>;
+    /// The remembered display names of these users: `(open_id, name)`.
+    async fn names_among(
+        &self,
+        profile: &str,
+        open_ids: &[String],
+    ) -> Result<Vec<(String, String)>, StoreError>;
     /// Records a verdict alone (messages that are ignored before any record).
     async fn record_verdict(&self, verdict: &NewVerdict) -> Result<(), StoreError>;
     /// Marks a message recalled everywhere and removes its text from the database

@@ -35,6 +35,9 @@ pub struct NewInboxEvent {
     pub event_type: String,
     /// For message events: also unique per profile.
     pub message_id: Option<String>,
+    /// The chat whose order it takes part in ('' for none): each chat's events are
+    /// processed in arrival order, different chats side by side.
+    pub chat_key: String,
     /// Decrypted JSON text.
     pub payload: String,
     pub received_at: UnixMs,
@@ -146,6 +149,13 @@ pub struct InboxProblem {
     pub last_error: Option<String>,
 }
 
+/// How much one claim takes: up to `per_chat` events from each of up to `chats` chats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimLimits {
+    pub chats: i64,
+    pub per_chat: i64,
+}
+
 /// How a processing attempt ended, for [`InboxStore::finish_inbox`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finish {
@@ -182,15 +192,18 @@ pub trait InboxStore: Send + Sync + 'static {
         &self,
         events: &[NewInboxEvent],
     ) -> Result<Vec<InsertOutcome>, StoreError>;
-    /// Claims up to `limit` due events (pending and due, or processing with an expired
-    /// lease) for `owner`, in arrival order, leasing them until `now + lease_ms` and
-    /// counting an attempt. On Postgres, concurrent claimers never get the same row.
+    /// Claims due events for `owner` (first making claims whose lease ran out pending
+    /// again): each chat's oldest due events, from the chats no worker holds (none of
+    /// their events in hand), oldest chat first, within `limits`; leases them until
+    /// `now + lease_ms` and counts an attempt. Answers them in arrival order. Claims are
+    /// serialized (on Postgres by an advisory lock), so one chat is never in two
+    /// workers' hands and concurrent claimers never get the same row.
     async fn claim_inbox(
         &self,
         owner: &str,
         now: UnixMs,
         lease_ms: i64,
-        limit: i64,
+        limits: ClaimLimits,
     ) -> Result<Vec<InboxEvent>, StoreError>;
     /// Extends the leases of `owner`'s events still in hand (`ids`) to `until`.
     async fn renew_leases(&self, owner: &str, ids: &[i64], until: UnixMs)
@@ -199,8 +212,13 @@ pub trait InboxStore: Send + Sync + 'static {
     /// On SQLite (one process owns the file) every claimed event; on Postgres the ones
     /// leased to `owner`. Returns how many.
     async fn reclaim_inbox(&self, owner: &str, now: UnixMs) -> Result<u64, StoreError>;
-    /// Records how an attempt ended.
-    async fn finish_inbox(&self, id: i64, finish: &Finish, now: UnixMs) -> Result<(), StoreError>;
+    /// Records how an attempt ended, for each of `ids`, in one transaction.
+    async fn finish_inbox(
+        &self,
+        ids: &[i64],
+        finish: &Finish,
+        now: UnixMs,
+    ) -> Result<(), StoreError>;
     /// Returns claimed events to pending without counting the attempt (shutdown).
     async fn release_inbox(&self, ids: &[i64]) -> Result<(), StoreError>;
     /// Inbox depth by status.
@@ -225,6 +243,7 @@ mod tests {
             event_id: event_id.into(),
             event_type: "im.message.receive_v1".into(),
             message_id: message_id.map(Into::into),
+            chat_key: String::new(),
             payload: payload.into(),
             received_at: UnixMs(0),
             status: InboxStatus::Pending,

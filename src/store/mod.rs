@@ -22,17 +22,19 @@ pub(crate) mod sql;
 mod sqlite;
 mod sqlite_inbox;
 mod turns;
+mod writer_gate;
 
 use std::{sync::Arc, time::Duration};
 
 pub use database::Database;
 pub use decisions::{DecisionRow, DecisionStore, NewDecision};
 pub use event_log::{
-    ContextEventRow, EventLog, NewVerdict, ProfileThread, RouteWrite, Routed, VerdictRow,
+    BatchStep, ContextEventRow, EventLog, NewVerdict, ProcessedBatch, ProfileThread, RouteWrite,
+    Routed, VerdictRow,
 };
 pub use inbox::{
-    Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore, InsertOutcome,
-    MAX_ID_BYTES, NewInboxEvent,
+    ClaimLimits, Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore,
+    InsertOutcome, MAX_ID_BYTES, NewInboxEvent,
 };
 pub use outbound::{NewOutbound, OutboundRow, OutboundStore, ReplyKind};
 pub use postgres::PgStore;

@@ -75,8 +75,19 @@ impl PgStore {
     }
 }
 
+impl PgStore {
+    /// Postgres takes concurrent writers: no turn to wait for.
+    pub(crate) async fn write_turn(&self) -> Option<()> {
+        None
+    }
+}
+
 /// Concurrent claimers (other workers, other replicas) skip each other's rows.
 const CLAIM_LOCK: &str = "FOR UPDATE SKIP LOCKED";
+
+/// Claims of every replica take turns (a transaction-scoped advisory lock), so two never
+/// both find a chat free and split its events between them.
+const CLAIM_SERIALIZE: &str = "SELECT pg_advisory_xact_lock(7301004116)";
 
 /// A plain `BEGIN`; the commit that follows is what makes a batch durable.
 const BEGIN_WRITE: &str = "BEGIN";
@@ -86,5 +97,6 @@ super::sql::impl_store!(
     Backend::Postgres,
     sqlx::migrate!("migrations/postgres"),
     BEGIN_WRITE,
-    CLAIM_LOCK
+    CLAIM_LOCK,
+    CLAIM_SERIALIZE
 );

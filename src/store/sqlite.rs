@@ -3,7 +3,8 @@
 //! With WAL and `FULL`, a commit returns only after the WAL is fsynced, so an
 //! acknowledged event survives a process crash and a power loss. Group commit (the inbox
 //! committer batching concurrent requests into one transaction) pays that fsync once per
-//! batch instead of once per event. The inbox is written on a connection of its own, on
+//! batch instead of once per event. Writers take turns in process, the inbox first (see
+//! `writer_gate`). The inbox is written on a connection of its own, on
 //! which each batch's commit is confirmed (see `sqlite_inbox`); a pooled connection left
 //! inside a transaction is closed, never reused (see `hygiene`).
 
@@ -14,7 +15,11 @@ use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
 
-use super::{Backend, NewInboxEvent, StoreError, sqlite_inbox::InboxWriter};
+use super::{
+    Backend, NewInboxEvent, StoreError,
+    sqlite_inbox::InboxWriter,
+    writer_gate::{WriteTurn, WriterGate},
+};
 
 /// The SQLite store.
 #[derive(Debug, Clone)]
@@ -23,6 +28,7 @@ pub struct SqliteStore {
     timeout: Duration,
     options: SqliteConnectOptions,
     inbox: Arc<InboxWriter>,
+    gate: Arc<WriterGate>,
 }
 
 impl SqliteStore {
@@ -59,6 +65,7 @@ impl SqliteStore {
             timeout,
             options,
             inbox: Arc::default(),
+            gate: Arc::default(),
         })
     }
 
@@ -68,13 +75,22 @@ impl SqliteStore {
         q: &str,
         events: &[NewInboxEvent],
     ) -> Result<Vec<(String, String)>, StoreError> {
+        let _turn = self.gate.inbox().await;
         self.inbox.insert(&self.options, q, events).await
+    }
+
+    /// Any other write's turn at SQLite's one writer (see `writer_gate`).
+    pub(crate) async fn write_turn(&self) -> Option<WriteTurn<'_>> {
+        Some(self.gate.other().await)
     }
 }
 
 /// SQLite serialises writers and one process owns the file, so the claim's
 /// `UPDATE … RETURNING` is atomic without row locks.
 const CLAIM_LOCK: &str = "";
+
+/// Nothing to add: a claim's first write takes SQLite's one write lock.
+const CLAIM_SERIALIZE: &str = "SELECT 1";
 
 /// Takes the write lock at once: a batch never waits to upgrade a read lock, and a
 /// connection already inside a transaction fails here instead of nesting.
@@ -85,5 +101,6 @@ super::sql::impl_store!(
     Backend::Sqlite,
     sqlx::migrate!("migrations/sqlite"),
     BEGIN_WRITE,
-    CLAIM_LOCK
+    CLAIM_LOCK,
+    CLAIM_SERIALIZE
 );

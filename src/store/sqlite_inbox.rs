@@ -104,6 +104,7 @@ mod tests {
             event_id: id.into(),
             event_type: "t".into(),
             message_id: None,
+            chat_key: String::new(),
             payload: "{}".into(),
             received_at: crate::util::UnixMs(0),
             status: InboxStatus::Pending,

@@ -40,7 +40,7 @@ macro_rules! impl_database {
             }
 
             async fn ping(&self) -> Result<(), $crate::store::StoreError> {
-                $crate::store::sql::execute!(self, "SELECT 1").map(drop)
+                $crate::store::sql::fetch!(self, query, execute, "SELECT 1").map(drop)
             }
 
             async fn probe_write(

@@ -133,6 +133,99 @@ WHERE e.message_id = $1 AND e.recalled = FALSE
 ORDER BY CASE WHEN i.id IS NULL THEN 1 ELSE 0 END, e.id
 LIMIT 1";
 
+/// `SELECT` of the recalled among `n` message ids.
+pub(crate) fn recalled_among(n: usize) -> String {
+    let list = (1..=n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("SELECT message_id FROM recalled_messages WHERE message_id IN ({list})")
+}
+
+/// `SELECT` of the names of `n` users of profile `$1`.
+pub(crate) fn names_among(n: usize) -> String {
+    let list = (2..=n + 1)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("SELECT open_id, name FROM user_names WHERE profile = $1 AND open_id IN ({list})")
+}
+
+/// Writes one [`crate::store::RouteWrite`] inside the open transaction `$tx`; evaluates
+/// to its [`crate::store::Routed`].
+macro_rules! route_within {
+    ($tx:ident, $w:expr) => {{
+        use $crate::store::sql::{within, writes};
+        let w: &$crate::store::RouteWrite = $w;
+        // The first verdict of a message stands; finding one means this message was
+        // routed before.
+        let fresh = writes::insert_verdict(&w.verdict)
+            .execute(&mut *$tx)
+            .await?
+            .rows_affected()
+            == 1;
+        writes::insert_events!($tx, &w.events);
+        for (open_id, name) in &w.names {
+            within!(
+                $tx,
+                query,
+                execute,
+                writes::UPSERT_NAME,
+                &w.verdict.profile,
+                open_id,
+                name,
+                w.verdict.created_at,
+            );
+        }
+        let session: Option<$crate::store::SessionRow> = match &w.session {
+            Some(s) => Some(within!(
+                $tx,
+                query_as,
+                fetch_one,
+                &writes::upsert_session(),
+                &s.profile,
+                &s.session_key,
+                &s.session_id,
+                &s.chat_id,
+                s.chat_type.as_str(),
+                &s.user_id,
+                &s.root_msg_id,
+                &s.history_scope,
+                s.now,
+            )),
+            None => None,
+        };
+        if let Some(t) = w.turn.as_ref().filter(|_| fresh) {
+            writes::insert_turn!($tx, t);
+        }
+        $crate::store::Routed { session, fresh }
+    }};
+}
+pub(crate) use route_within;
+
+/// Applies a recall inside the open transaction `$tx`; evaluates to how many event-log
+/// records the message had.
+macro_rules! recall_within {
+    ($tx:ident, $message_id:expr, $chat_id:expr, $now:expr) => {{
+        use $crate::store::sql::{event_log, within, writes};
+        within!(
+            $tx,
+            query,
+            execute,
+            event_log::RECALL_MARK,
+            $message_id,
+            $chat_id,
+            $now
+        );
+        for q in event_log::RECALL_SCRUB {
+            within!($tx, query, execute, q, $message_id);
+        }
+        within!($tx, query, execute, writes::RECALL, $message_id, $now);
+        within!($tx, query, execute, event_log::RECALL_EVENTS, $message_id).rows_affected()
+    }};
+}
+pub(crate) use recall_within;
+
 /// Implements [`crate::store::EventLog`] for a backend type with `pool` and `timeout`
 /// fields (see `sql` for why this is a macro).
 macro_rules! impl_event_log {
@@ -152,38 +245,73 @@ macro_rules! impl_event_log {
                 &self,
                 w: &$crate::store::RouteWrite,
             ) -> Result<$crate::store::Routed, $crate::store::StoreError> {
-                use $crate::store::sql::{transaction, within, writes};
-                transaction!(self, |tx| {
-                    // The first verdict of a message stands; finding one means this
-                    // message was routed before.
-                    let fresh = writes::insert_verdict(&w.verdict)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected()
-                        == 1;
-                    writes::insert_events!(tx, &w.events);
-                    for (open_id, name) in &w.names {
-                        within!(
-                            tx, query, execute,
-                            writes::UPSERT_NAME,
-                            &w.verdict.profile, open_id, name, w.verdict.created_at,
-                        );
-                    }
-                    let session: Option<$crate::store::SessionRow> = match &w.session {
-                        Some(s) => Some(within!(
-                            tx, query_as, fetch_one,
-                            &writes::upsert_session(),
-                            &s.profile, &s.session_key, &s.session_id, &s.chat_id,
-                            s.chat_type.as_str(), &s.user_id, &s.root_msg_id,
-                            &s.history_scope, s.now,
-                        )),
-                        None => None,
-                    };
-                    if let Some(t) = w.turn.as_ref().filter(|_| fresh) {
-                        writes::insert_turn!(tx, t);
-                    }
-                    $crate::store::Routed { session, fresh }
+                $crate::store::sql::transaction!(self, |tx| {
+                    $crate::store::sql::event_log::route_within!(tx, w)
                 })
+            }
+
+            async fn record_batch(
+                &self,
+                batch: &$crate::store::ProcessedBatch,
+            ) -> Result<Vec<Option<$crate::store::Routed>>, $crate::store::StoreError> {
+                use $crate::store::{BatchStep, Finish, sql::{event_log, inbox, transaction, writes}};
+                transaction!(self, |tx| {
+                    let mut out = Vec::with_capacity(batch.steps.len());
+                    for step in &batch.steps {
+                        out.push(match step {
+                            BatchStep::Route(w) => Some(event_log::route_within!(tx, w)),
+                            BatchStep::Verdict(v) => {
+                                writes::insert_verdict(v).execute(&mut *tx).await?;
+                                None
+                            }
+                            BatchStep::Recall { message_id, chat_id } => {
+                                event_log::recall_within!(tx, message_id, chat_id, batch.now);
+                                None
+                            }
+                        });
+                    }
+                    inbox::finish_within!(tx, batch.done, &Finish::Done, batch.now);
+                    out
+                })
+            }
+
+            async fn recalled_among(
+                &self,
+                message_ids: &[String],
+            ) -> Result<Vec<String>, $crate::store::StoreError> {
+                let mut found = Vec::new();
+                for chunk in message_ids.chunks($crate::store::sql::inbox::IDS_PER_STATEMENT) {
+                    let q = $crate::store::sql::event_log::recalled_among(chunk.len());
+                    found.extend($crate::store::bounded(self.timeout, async {
+                        let mut query = sqlx::query_scalar(&q).persistent(false);
+                        for id in chunk {
+                            query = query.bind(id);
+                        }
+                        Ok(query.fetch_all(&self.pool).await?)
+                    })
+                    .await?);
+                }
+                Ok(found)
+            }
+
+            async fn names_among(
+                &self,
+                profile: &str,
+                open_ids: &[String],
+            ) -> Result<Vec<(String, String)>, $crate::store::StoreError> {
+                let mut found = Vec::new();
+                for chunk in open_ids.chunks($crate::store::sql::inbox::IDS_PER_STATEMENT) {
+                    let q = $crate::store::sql::event_log::names_among(chunk.len());
+                    found.extend($crate::store::bounded(self.timeout, async {
+                        let mut query = sqlx::query_as(&q).persistent(false).bind(profile);
+                        for id in chunk {
+                            query = query.bind(id);
+                        }
+                        Ok(query.fetch_all(&self.pool).await?)
+                    })
+                    .await?);
+                }
+                Ok(found)
             }
 
             async fn record_verdict(
@@ -191,6 +319,7 @@ macro_rules! impl_event_log {
                 v: &$crate::store::NewVerdict,
             ) -> Result<(), $crate::store::StoreError> {
                 $crate::store::bounded(self.timeout, async {
+                    let _turn = self.write_turn().await;
                     $crate::store::sql::writes::insert_verdict(v)
                         .execute(&self.pool)
                         .await?;
@@ -205,14 +334,8 @@ macro_rules! impl_event_log {
                 chat_id: &str,
                 now: $crate::util::UnixMs,
             ) -> Result<u64, $crate::store::StoreError> {
-                use $crate::store::sql::{event_log, transaction, within, writes};
-                transaction!(self, |tx| {
-                    within!(tx, query, execute, event_log::RECALL_MARK, message_id, chat_id, now);
-                    for q in event_log::RECALL_SCRUB {
-                        within!(tx, query, execute, q, message_id);
-                    }
-                    within!(tx, query, execute, writes::RECALL, message_id, now);
-                    within!(tx, query, execute, event_log::RECALL_EVENTS, message_id).rows_affected()
+                $crate::store::sql::transaction!(self, |tx| {
+                    $crate::store::sql::event_log::recall_within!(tx, message_id, chat_id, now)
                 })
             }
 

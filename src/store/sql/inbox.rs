@@ -11,24 +11,16 @@ use crate::store::{Finish, InboxEvent};
 pub(crate) fn insert_inbox(rows: usize) -> String {
     let mut q = String::from(
         "INSERT INTO inbox_events \
-         (profile, event_id, event_type, message_id, payload, received_at, status, next_attempt_at) VALUES ",
+         (profile, event_id, event_type, message_id, chat_key, payload, received_at, status, \
+         next_attempt_at) VALUES ",
     );
     for i in 0..rows {
-        let b = i * 7;
+        let b = i * 8;
         if i > 0 {
             q.push_str(", ");
         }
-        q.push_str(&format!(
-            "(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${})",
-            b + 1,
-            b + 2,
-            b + 3,
-            b + 4,
-            b + 5,
-            b + 6,
-            b + 7,
-            b + 6
-        ));
+        let row: Vec<String> = (1..=8).chain([7]).map(|n| format!("${}", b + n)).collect();
+        q.push_str(&format!("({})", row.join(", ")));
     }
     q.push_str(" ON CONFLICT DO NOTHING RETURNING profile, event_id");
     q
@@ -54,29 +46,91 @@ pub(crate) fn outcomes(
 }
 
 /// Columns of an [`InboxEvent`], for `SELECT` and `RETURNING`.
-pub(crate) const INBOX_COLUMNS: &str = "id, profile, event_id, event_type, message_id, payload, \
+pub(crate) const INBOX_COLUMNS: &str = "id, profile, event_id, event_type, message_id, chat_key, payload, \
      received_at, status, attempts, last_error, next_attempt_at";
 
-/// Rows that are due: pending and past their retry time, or claimed by a worker whose
-/// lease ran out (it crashed).
-pub(crate) const DUE: &str = "(status = 'pending' AND next_attempt_at <= $1) \
-     OR (status = 'processing' AND lease_until < $1)";
+/// Claims whose lease ran out (their worker died) become pending again, keeping the
+/// attempt they counted.
+pub(crate) const EXPIRE: &str = "UPDATE inbox_events \
+     SET status = 'pending', lease_until = NULL, lease_owner = NULL \
+     WHERE status = 'processing' AND lease_until < $1";
 
-pub(crate) const FINISH_DONE: &str = "UPDATE inbox_events \
-     SET status = 'done', last_error = $2, processed_at = $3, lease_until = NULL, lease_owner = NULL \
-     WHERE id = $1";
-pub(crate) const FINISH_RETRY: &str = "UPDATE inbox_events \
-     SET status = 'pending', last_error = $2, next_attempt_at = $3, lease_until = NULL, \
-     lease_owner = NULL WHERE id = $1";
-pub(crate) const FINISH_DEFERRED: &str = "UPDATE inbox_events \
-     SET status = 'pending', attempts = attempts - 1, last_error = $2, next_attempt_at = $3, \
-     lease_until = NULL, lease_owner = NULL WHERE id = $1";
-pub(crate) const FINISH_FAILED: &str = "UPDATE inbox_events \
-     SET status = 'failed', last_error = $2, processed_at = $3, lease_until = NULL, \
-     lease_owner = NULL WHERE id = $1";
-pub(crate) const RELEASE: &str = "UPDATE inbox_events \
-     SET status = 'pending', attempts = attempts - 1, lease_until = NULL, lease_owner = NULL \
-     WHERE id = $1 AND status = 'processing'";
+/// The chats with due work that no worker holds, oldest first: `$1` now, `$2` how many
+/// chats to look at, `$3` how many to answer. The chats with pending rows are found by
+/// skipping through the lane index (one seek per chat, however long a chat's backlog);
+/// a chat with a row in hand is left alone, so each chat's events go through one worker
+/// at a time, in arrival order.
+pub(crate) const LANES: &str = "\
+WITH RECURSIVE lanes (chat_key, n) AS (
+    SELECT MIN(chat_key), CAST(1 AS BIGINT) FROM inbox_events WHERE status = 'pending'
+  UNION ALL
+    SELECT (SELECT MIN(e.chat_key) FROM inbox_events e
+            WHERE e.status = 'pending' AND e.chat_key > lanes.chat_key), n + 1
+    FROM lanes WHERE lanes.chat_key IS NOT NULL AND n < $2
+)
+SELECT chat_key FROM (
+    SELECT l.chat_key,
+           (SELECT MIN(h.id) FROM inbox_events h
+            WHERE h.status = 'pending' AND h.chat_key = l.chat_key AND h.next_attempt_at <= $1) AS head
+    FROM lanes l
+    WHERE l.chat_key IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM inbox_events p
+                      WHERE p.status = 'processing' AND p.chat_key = l.chat_key)
+) due
+WHERE head IS NOT NULL
+ORDER BY head
+LIMIT $3";
+
+/// How many chats a claim looks at: beyond that, chats wait until earlier ones drain.
+pub(crate) const LANE_SCAN: i64 = 1024;
+
+/// Claims a chat's oldest due rows: `$1` now, `$2` lease, `$3` how many, `$4` owner,
+/// `$5` the chat; `lock` is the backend's row lock.
+pub(crate) fn claim_lane(lock: &str) -> String {
+    format!(
+        "UPDATE inbox_events SET status = 'processing', lease_until = $1 + $2, \
+         lease_owner = $4, attempts = attempts + 1 \
+         WHERE id IN (SELECT id FROM inbox_events \
+                      WHERE status = 'pending' AND chat_key = $5 AND next_attempt_at <= $1 \
+                      ORDER BY id LIMIT $3 {lock}) \
+         RETURNING {INBOX_COLUMNS}"
+    )
+}
+
+/// How an attempt ended, for the rows listed after `$1` (error) and `$2` (time).
+const FINISH_DONE: &str = "UPDATE inbox_events \
+     SET status = 'done', last_error = $1, processed_at = $2, lease_until = NULL, lease_owner = NULL";
+const FINISH_RETRY: &str = "UPDATE inbox_events \
+     SET status = 'pending', last_error = $1, next_attempt_at = $2, lease_until = NULL, \
+     lease_owner = NULL";
+const FINISH_DEFERRED: &str = "UPDATE inbox_events \
+     SET status = 'pending', attempts = attempts - 1, last_error = $1, next_attempt_at = $2, \
+     lease_until = NULL, lease_owner = NULL";
+const FINISH_FAILED: &str = "UPDATE inbox_events \
+     SET status = 'failed', last_error = $1, processed_at = $2, lease_until = NULL, \
+     lease_owner = NULL";
+
+/// Rows per statement that lists ids (well under either backend's parameter limit).
+pub(crate) const IDS_PER_STATEMENT: usize = 1000;
+
+/// `WHERE id IN (...)` with `n` placeholders from `$first` on.
+pub(crate) fn ids_from(first: usize, n: usize) -> String {
+    let list = (0..n)
+        .map(|i| format!("${}", first + i))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(" WHERE id IN ({list})")
+}
+
+/// Returned to pending without counting the attempt (shutdown), for the listed rows.
+pub(crate) fn release(ids: usize) -> String {
+    format!(
+        "UPDATE inbox_events \
+         SET status = 'pending', attempts = attempts - 1, lease_until = NULL, lease_owner = NULL{} \
+         AND status = 'processing'",
+        ids_from(1, ids)
+    )
+}
 
 /// An earlier run's claims become due at once: `$2` names the owner, `$3` takes every
 /// claim whatever its owner (SQLite, where one process owns the file).
@@ -118,20 +172,40 @@ pub(crate) fn in_arrival_order(mut events: Vec<InboxEvent>) -> Vec<InboxEvent> {
     events
 }
 
-/// The statement and its `$2` (error) and `$3` (time) arguments for one [`Finish`].
+/// The statement for `ids` rows and its `$1` (error) and `$2` (time) arguments for one
+/// [`Finish`].
 pub(crate) fn finish_statement(
     finish: &Finish,
     now: crate::util::UnixMs,
-) -> (&'static str, Option<&str>, crate::util::UnixMs) {
-    match finish {
+    ids: usize,
+) -> (String, Option<&str>, crate::util::UnixMs) {
+    let (q, error, at) = match finish {
         Finish::Done => (FINISH_DONE, None, now),
         Finish::Retry { error, at } => (FINISH_RETRY, Some(error.as_str()), *at),
         Finish::Deferred { error, at } => (FINISH_DEFERRED, Some(error.as_str()), *at),
         Finish::Failed { error } => (FINISH_FAILED, Some(error.as_str()), now),
-    }
+    };
+    (format!("{q}{}", ids_from(3, ids)), error, at)
 }
 
-/// Binds one [`NewInboxEvent`] to its seven placeholders of [`insert_inbox`].
+/// Records `finish` for `ids` inside the open transaction `$tx`, a statement per
+/// [`IDS_PER_STATEMENT`] rows.
+macro_rules! finish_within {
+    ($tx:ident, $ids:expr, $finish:expr, $now:expr) => {
+        for chunk in $ids.chunks($crate::store::sql::inbox::IDS_PER_STATEMENT) {
+            let (q, error, at) =
+                $crate::store::sql::inbox::finish_statement($finish, $now, chunk.len());
+            let mut query = sqlx::query(&q).persistent(false).bind(error).bind(at);
+            for id in chunk {
+                query = query.bind(id);
+            }
+            query.execute(&mut *$tx).await?;
+        }
+    };
+}
+pub(crate) use finish_within;
+
+/// Binds one [`NewInboxEvent`] to its eight placeholders of [`insert_inbox`].
 macro_rules! bind_new_event {
     ($query:expr, $e:expr) => {
         $query
@@ -139,6 +213,7 @@ macro_rules! bind_new_event {
             .bind(&$e.event_id)
             .bind(&$e.event_type)
             .bind(&$e.message_id)
+            .bind(&$e.chat_key)
             .bind(&$e.payload)
             .bind($e.received_at)
             .bind($e.status.as_str())
@@ -149,7 +224,7 @@ pub(crate) use bind_new_event;
 /// Implements [`crate::store::InboxStore`] for a backend type with `pool` and `timeout`
 /// fields (see `sql` for why this is a macro).
 macro_rules! impl_inbox_store {
-    ($ty:ty, $backend:expr, $claim_lock:expr) => {
+    ($ty:ty, $backend:expr, $claim_lock:expr, $claim_serialize:expr) => {
         #[async_trait::async_trait]
         impl $crate::store::InboxStore for $ty {
             async fn insert_inbox_batch(
@@ -172,23 +247,39 @@ macro_rules! impl_inbox_store {
                 owner: &str,
                 now: $crate::util::UnixMs,
                 lease_ms: i64,
-                limit: i64,
+                limits: $crate::store::ClaimLimits,
             ) -> Result<Vec<$crate::store::InboxEvent>, $crate::store::StoreError> {
-                let q = format!(
-                    "UPDATE inbox_events SET status = 'processing', lease_until = $1 + $2, \
-                     lease_owner = $4, attempts = attempts + 1 \
-                     WHERE id IN (SELECT id FROM inbox_events WHERE {} ORDER BY id LIMIT $3 {}) \
-                     RETURNING {}",
-                    $crate::store::sql::inbox::DUE,
-                    $claim_lock,
-                    $crate::store::sql::inbox::INBOX_COLUMNS
-                );
-                let rows = $crate::store::sql::fetch!(
-                    self, query_as, fetch_all,
-                    &q,
-                    now, lease_ms, limit, owner,
-                )?;
-                Ok($crate::store::sql::inbox::in_arrival_order(rows))
+                use $crate::store::sql::{inbox, transaction, within};
+                let claim = inbox::claim_lane($claim_lock);
+                let rows = transaction!(self, |tx| {
+                    within!(tx, query, execute, $claim_serialize);
+                    within!(tx, query, execute, inbox::EXPIRE, now);
+                    let lanes: Vec<String> = within!(
+                        tx,
+                        query_scalar,
+                        fetch_all,
+                        inbox::LANES,
+                        now,
+                        inbox::LANE_SCAN,
+                        limits.chats,
+                    );
+                    let mut rows: Vec<$crate::store::InboxEvent> = Vec::new();
+                    for chat in &lanes {
+                        rows.extend(within!(
+                            tx,
+                            query_as,
+                            fetch_all,
+                            &claim,
+                            now,
+                            lease_ms,
+                            limits.per_chat,
+                            owner,
+                            chat,
+                        ));
+                    }
+                    rows
+                })?;
+                Ok(inbox::in_arrival_order(rows))
             }
 
             async fn renew_leases(
@@ -202,6 +293,7 @@ macro_rules! impl_inbox_store {
                 }
                 let q = $crate::store::sql::inbox::renew(ids.len());
                 $crate::store::bounded(self.timeout, async {
+                    let _turn = self.write_turn().await;
                     let mut query = sqlx::query(&q).persistent(false).bind(until).bind(owner);
                     for id in ids {
                         query = query.bind(id);
@@ -221,32 +313,38 @@ macro_rules! impl_inbox_store {
                 $crate::store::sql::execute!(
                     self,
                     $crate::store::sql::inbox::RECLAIM,
-                    now, owner, every_claim,
+                    now,
+                    owner,
+                    every_claim,
                 )
             }
 
             async fn finish_inbox(
                 &self,
-                id: i64,
+                ids: &[i64],
                 finish: &$crate::store::Finish,
                 now: $crate::util::UnixMs,
             ) -> Result<(), $crate::store::StoreError> {
-                let (q, error, at) = $crate::store::sql::inbox::finish_statement(finish, now);
-                $crate::store::sql::execute!(
-                    self,
-                    q,
-                    id, error, at,
-                ).map(drop)
+                if ids.is_empty() {
+                    return Ok(());
+                }
+                $crate::store::sql::transaction!(self, |tx| {
+                    $crate::store::sql::inbox::finish_within!(tx, ids, finish, now);
+                })
             }
 
             async fn release_inbox(&self, ids: &[i64]) -> Result<(), $crate::store::StoreError> {
+                if ids.is_empty() {
+                    return Ok(());
+                }
                 $crate::store::sql::transaction!(self, |tx| {
-                    for id in ids {
-                        $crate::store::sql::within!(
-                            tx, query, execute,
-                            $crate::store::sql::inbox::RELEASE,
-                            id,
-                        );
+                    for chunk in ids.chunks($crate::store::sql::inbox::IDS_PER_STATEMENT) {
+                        let q = $crate::store::sql::inbox::release(chunk.len());
+                        let mut query = sqlx::query(&q).persistent(false);
+                        for id in chunk {
+                            query = query.bind(id);
+                        }
+                        query.execute(&mut *tx).await?;
                     }
                 })
             }
@@ -255,7 +353,9 @@ macro_rules! impl_inbox_store {
                 &self,
             ) -> Result<$crate::store::InboxCounts, $crate::store::StoreError> {
                 $crate::store::sql::fetch!(
-                    self, query_as, fetch_one,
+                    self,
+                    query_as,
+                    fetch_one,
                     $crate::store::sql::inbox::COUNTS,
                 )
             }
@@ -265,7 +365,9 @@ macro_rules! impl_inbox_store {
                 limit: i64,
             ) -> Result<Vec<$crate::store::InboxProblem>, $crate::store::StoreError> {
                 $crate::store::sql::fetch!(
-                    self, query_as, fetch_all,
+                    self,
+                    query_as,
+                    fetch_all,
                     $crate::store::sql::inbox::PROBLEMS,
                     limit,
                 )
@@ -277,9 +379,12 @@ macro_rules! impl_inbox_store {
                 event_id: &str,
             ) -> Result<Option<$crate::store::InboxEvent>, $crate::store::StoreError> {
                 $crate::store::sql::fetch!(
-                    self, query_as, fetch_optional,
+                    self,
+                    query_as,
+                    fetch_optional,
                     &$crate::store::sql::inbox::select_inbox_by_key(),
-                    profile, event_id,
+                    profile,
+                    event_id,
                 )
             }
         }

@@ -30,11 +30,17 @@ macro_rules! fetch {
 pub(crate) use fetch;
 
 /// Every store surface for the backend type `$store`: `$begin` is its statement that
-/// begins a write transaction, `$claim_lock` the row lock of an inbox claim.
+/// begins a write transaction, `$claim_lock` the row lock of an inbox claim,
+/// `$claim_serialize` the statement that makes claims take turns.
 macro_rules! impl_store {
-    ($store:ty, $backend:expr, $migrator:expr, $begin:expr, $claim_lock:expr) => {
+    ($store:ty, $backend:expr, $migrator:expr, $begin:expr, $claim_lock:expr, $claim_serialize:expr) => {
         $crate::store::sql::database::impl_database!($store, $backend, $migrator, $begin);
-        $crate::store::sql::inbox::impl_inbox_store!($store, $backend, $claim_lock);
+        $crate::store::sql::inbox::impl_inbox_store!(
+            $store,
+            $backend,
+            $claim_lock,
+            $claim_serialize
+        );
         $crate::store::sql::sessions::impl_session_store!($store);
         $crate::store::sql::event_log::impl_event_log!($store);
         $crate::store::sql::decisions::impl_decision_store!($store);
@@ -44,11 +50,12 @@ macro_rules! impl_store {
 }
 pub(crate) use impl_store;
 
-/// One bounded statement that returns no rows, on `$store`'s pool; how many rows it
-/// changed: `execute!(self, sql, bind, …)`.
+/// One bounded write that returns no rows, on `$store`'s pool, in the writer's turn
+/// (see `writer_gate`); how many rows it changed: `execute!(self, sql, bind, …)`.
 macro_rules! execute {
     ($store:ident, $sql:expr $(, $arg:expr)* $(,)?) => {
         $crate::store::bounded($store.timeout, async {
+            let _turn = $store.write_turn().await;
             let done = sqlx::query($sql)$(.bind($arg))*.execute(&$store.pool).await?;
             Ok(done.rows_affected())
         })
@@ -57,13 +64,15 @@ macro_rules! execute {
 }
 pub(crate) use execute;
 
-/// One write transaction on `$store`'s pool, bounded as a whole:
+/// One write transaction on `$store`'s pool, in the writer's turn (see `writer_gate`),
+/// bounded as a whole, waiting for the turn included:
 /// `transaction!(self, |tx| { …; value })` runs the block with `tx` open and answers its
 /// value once the commit succeeded. A `?` or `return` inside leaves without committing
 /// (the transaction rolls back when `tx` drops).
 macro_rules! transaction {
     ($store:ident, |$tx:ident| $body:block) => {
         $crate::store::bounded($store.timeout, async {
+            let _turn = $store.write_turn().await;
             let mut $tx = $store.pool.begin().await?;
             let value = $body;
             $tx.commit().await?;

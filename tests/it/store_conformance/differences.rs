@@ -6,7 +6,7 @@ use std::{future::Future, sync::Arc};
 
 use feishu_bridge::{
     context::kinds::EventType::{AgentOutput, HumanMessage},
-    store::{NewContextEvent, Store, TurnFilter, TurnState},
+    store::{ClaimLimits, NewContextEvent, Store, TurnFilter, TurnState},
     util::UnixMs,
 };
 
@@ -60,10 +60,18 @@ async fn negative_limits(s: Arc<dyn Store>) -> Vec<Option<usize>> {
             .await
             .map(|r| r.len())
             .ok(),
-        s.claim_inbox("me", UnixMs(2_000), 1_000, -1)
-            .await
-            .map(|r| r.len())
-            .ok(),
+        s.claim_inbox(
+            "me",
+            UnixMs(2_000),
+            1_000,
+            ClaimLimits {
+                chats: 1,
+                per_chat: -1,
+            },
+        )
+        .await
+        .map(|r| r.len())
+        .ok(),
     ]
 }
 

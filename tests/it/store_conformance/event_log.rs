@@ -11,8 +11,8 @@ use feishu_bridge::{
     },
     routing::{Reason, Verdict},
     store::{
-        ContextEventRow, Finish, InboxStatus, NewContextEvent, NewDecision, NewInboxEvent,
-        NewOutbound, NewTurn, NewVerdict, RouteWrite, Store, TurnState, VerdictRow,
+        ClaimLimits, ContextEventRow, Finish, InboxStatus, NewContextEvent, NewDecision,
+        NewInboxEvent, NewOutbound, NewTurn, NewVerdict, RouteWrite, Store, TurnState, VerdictRow,
     },
     util::UnixMs,
 };
@@ -796,7 +796,15 @@ async fn purge_keeps_unfinished(db: TestDb) {
     batch.push(skipped);
     s.insert_inbox_batch(&batch).await.expect("insert");
     let got = s
-        .claim_inbox("me", UnixMs(2_000), 60_000, 10)
+        .claim_inbox(
+            "me",
+            UnixMs(2_000),
+            60_000,
+            ClaimLimits {
+                chats: 10,
+                per_chat: 10,
+            },
+        )
         .await
         .expect("claim");
     let retry = Finish::Retry {
@@ -807,7 +815,7 @@ async fn purge_keeps_unfinished(db: TestDb) {
         error: "gave up".into(),
     };
     for (e, outcome) in got.iter().zip([Finish::Done, failed, retry]) {
-        s.finish_inbox(e.id, &outcome, UnixMs(2_100))
+        s.finish_inbox(&[e.id], &outcome, UnixMs(2_100))
             .await
             .expect("finish");
     }

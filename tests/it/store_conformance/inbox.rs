@@ -3,7 +3,10 @@
 use std::sync::Arc;
 
 use feishu_bridge::{
-    store::{Finish, InboxCounts, InboxEvent, InboxStatus, InsertOutcome, NewInboxEvent, Store},
+    store::{
+        ClaimLimits, Finish, InboxCounts, InboxEvent, InboxStatus, InsertOutcome, NewInboxEvent,
+        Store,
+    },
     util::UnixMs,
 };
 
@@ -15,9 +18,13 @@ use crate::{
 
 use InsertOutcome::{Duplicate as Dup, Inserted as New};
 
-/// Claims up to `limit` events for `owner` at `now`.
+/// Claims up to `limit` events for `owner` at `now`, from as many chats.
 async fn claim(s: &dyn Store, owner: &str, now: i64, lease_ms: i64, limit: i64) -> Vec<InboxEvent> {
-    s.claim_inbox(owner, UnixMs(now), lease_ms, limit)
+    let limits = ClaimLimits {
+        chats: limit,
+        per_chat: limit,
+    };
+    s.claim_inbox(owner, UnixMs(now), lease_ms, limits)
         .await
         .expect("claim")
 }
@@ -46,7 +53,7 @@ async fn row(s: &dyn Store, profile: &str, event_id: &str) -> InboxEvent {
 
 /// Records how an attempt ended, at 2 100.
 async fn finish(s: &dyn Store, id: i64, finish: Finish) {
-    s.finish_inbox(id, &finish, UnixMs(2_100))
+    s.finish_inbox(&[id], &finish, UnixMs(2_100))
         .await
         .expect("finish");
 }
@@ -137,10 +144,10 @@ async fn claims_follow_status_and_time(db: TestDb) {
         "leased rows are not claimed twice"
     );
 
-    s.finish_inbox(first[0].id, &Finish::Done, UnixMs(2_100))
+    s.finish_inbox(&[first[0].id], &Finish::Done, UnixMs(2_100))
         .await
         .expect("done");
-    s.finish_inbox(first[1].id, &retry("boom", 5_000), UnixMs(2_100))
+    s.finish_inbox(&[first[1].id], &retry("boom", 5_000), UnixMs(2_100))
         .await
         .expect("retry");
     s.release_inbox(&[second[0].id]).await.expect("release");
@@ -168,7 +175,7 @@ async fn claims_follow_status_and_time(db: TestDb) {
     assert_eq!(attempts(&fourth), [("e2", 2)]);
     assert_eq!(fourth[0].last_error.as_deref(), Some("boom"));
 
-    s.finish_inbox(fourth[0].id, &failed("gave up"), UnixMs(5_100))
+    s.finish_inbox(&[fourth[0].id], &failed("gave up"), UnixMs(5_100))
         .await
         .expect("fail");
     let problems = s.inbox_problems(10).await.expect("problems");
@@ -200,7 +207,15 @@ async fn concurrent_claimers(db: TestDb) {
         let mut mine = Vec::new();
         loop {
             let got = s
-                .claim_inbox("replica-a", UnixMs(2_000), 60_000, 7)
+                .claim_inbox(
+                    "replica-a",
+                    UnixMs(2_000),
+                    60_000,
+                    ClaimLimits {
+                        chats: 7,
+                        per_chat: 7,
+                    },
+                )
                 .await
                 .expect("claim");
             if got.is_empty() {
@@ -271,7 +286,7 @@ async fn claims_carry_their_owner(db: TestDb) {
     // A database failure does not count towards giving up.
     let e = &again[0];
     s.finish_inbox(
-        e.id,
+        &[e.id],
         &Finish::Deferred {
             error: "database error".into(),
             at: UnixMs(4_100),
@@ -322,6 +337,7 @@ async fn stored_events_read_back_whole(db: TestDb) {
             event_id: "e1".into(),
             event_type: "im.message.receive_v1".into(),
             message_id: Some("m1".into()),
+            chat_key: "oc_e1".into(),
             payload: "{\"id\":\"e1\"}".into(),
             received_at: UnixMs(1_000),
             status: InboxStatus::Pending,

@@ -57,13 +57,15 @@ async fn open(db: &TestDb) -> Arc<dyn Store> {
     store
 }
 
-/// A pending inbox event of `profile`, received at 1 000.
+/// A pending inbox event of `profile`, received at 1 000, in a chat of its own
+/// (`oc_<event_id>`).
 fn ev(profile: &str, event_id: &str, message_id: Option<&str>) -> NewInboxEvent {
     NewInboxEvent {
         profile: profile.into(),
         event_id: event_id.into(),
         event_type: "im.message.receive_v1".into(),
         message_id: message_id.map(str::to_string),
+        chat_key: format!("oc_{event_id}"),
         payload: format!("{{\"id\":\"{event_id}\"}}"),
         received_at: UnixMs(1_000),
         status: InboxStatus::Pending,
