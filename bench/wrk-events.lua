@@ -30,8 +30,9 @@
 -- Start barrier: wrk runs each thread's init() in its main thread and starts that thread
 -- right away, so thread 0 would be sending while thread 1 still loads its slice, and
 -- the run would look faster than it is. So each thread, once loaded, appends one byte
--- to a scratch file, and no thread sends before all have done so (wrk's own dry call of
--- request() on thread 0, made before the threads start, is let through).
+-- to a scratch file, and no thread sends before all have done so. wrk's own dry call of
+-- request() on thread 0, made before the threads start, is let through and handed the
+-- first event without consuming it: every event of the file is sent.
 --
 -- done() prints one machine-readable line starting with "wrk-events: RESULT".
 
@@ -244,7 +245,12 @@ end
 
 function request()
    issued = issued + 1
-   if not released and not (id == 0 and issued == 1) then
+   if not released then
+      if id == 0 and issued == 1 then
+         -- wrk's dry call: it only inspects the request and never sends it, so the
+         -- event is not consumed (else a file of N events would store N - 1).
+         return queue[1]
+      end
       wait_for_all_threads()
    end
    if next_index > count then

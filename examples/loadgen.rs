@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! cargo run --release --example loadgen -- \
-//!     --count 100000 --encrypt-key KEY --token TOKEN --out events.tsv [--app-id cli_x]
+//!     --count 100000 --encrypt-key KEY --token TOKEN --out events.tsv [--app-id cli_x] \
+//!     [--chat-id oc_x] [--mention-bot ou_x]
 //! ```
 //!
 //! Each line of the output is one request, tab-separated:
@@ -15,6 +16,11 @@
 //! has its own `event_id` and `message_id` (a random per-run prefix plus a sequence
 //! number) and its own random IV, so the bridge stores each one instead of answering it
 //! as a duplicate. Plaintexts are about 1.5 KB, like a chat message with two mentions.
+//!
+//! By default the events are replies in topics of 16 group chats that mention another bot
+//! and a person, so a bridge whose bot is neither only observes them. `--chat-id` puts
+//! every event in that one chat; `--mention-bot` makes each event a new topic whose first
+//! mention is that bot, i.e. a request the bridge routes to its agent.
 
 use std::{
     fs::File,
@@ -32,7 +38,7 @@ mod sample_event;
 use sample_event::{Sample, sample_event};
 
 const USAGE: &str = "usage: loadgen --count N --encrypt-key KEY --token TOKEN --out FILE \
-                     [--app-id APP_ID]";
+                     [--app-id APP_ID] [--chat-id CHAT_ID] [--mention-bot OPEN_ID]";
 
 struct Args {
     count: u64,
@@ -40,6 +46,10 @@ struct Args {
     token: String,
     out: String,
     app_id: String,
+    /// Every event in this chat instead of 16.
+    chat_id: Option<String>,
+    /// Every event a new topic addressed to this bot.
+    mention_bot: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -48,6 +58,8 @@ fn parse_args() -> Result<Args, String> {
     let mut token = None;
     let mut out = None;
     let mut app_id = "cli_bench".to_string();
+    let mut chat_id = None;
+    let mut mention_bot = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "-h" || flag == "--help" {
@@ -68,6 +80,8 @@ fn parse_args() -> Result<Args, String> {
             "--token" => token = Some(value),
             "--out" => out = Some(value),
             "--app-id" => app_id = value,
+            "--chat-id" => chat_id = Some(value),
+            "--mention-bot" => mention_bot = Some(value),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
     }
@@ -82,6 +96,8 @@ fn parse_args() -> Result<Args, String> {
             .ok_or_else(|| missing("--token"))?,
         out: out.ok_or_else(|| missing("--out"))?,
         app_id,
+        chat_id: chat_id.filter(|c| !c.is_empty()),
+        mention_bot: mention_bot.filter(|b| !b.is_empty()),
     })
 }
 
@@ -111,24 +127,47 @@ impl Ids {
     }
 }
 
-fn plaintext(ids: &Ids, token: &str, app_id: &str, now_ms: u128) -> String {
+fn plaintext(ids: &Ids, args: &Args, now_ms: u128) -> String {
     let id = ids.hex();
     let chat = ids.seq % 16;
     let sender = ids.seq % 64;
-    sample_event(&Sample {
+    let event = sample_event(&Sample {
         event_id: &id,
         message_id: &format!("om_{id}"),
-        chat_id: &format!("oc_5ce6d572455d361153b7aa51da13{chat:04x}"),
+        chat_id: &args
+            .chat_id
+            .clone()
+            .unwrap_or_else(|| format!("oc_5ce6d572455d361153b7aa51da13{chat:04x}")),
         sender: (
             &format!("on_8ed6aa67826108097d9ee1438163{sender:04x}"),
             &format!("u{sender:07x}"),
             &format!("ou_84aad35d084aa403a838cf73ee18{sender:04x}"),
         ),
-        token,
-        app_id,
+        token: &args.token,
+        app_id: &args.app_id,
         create_time_ms: &now_ms.to_string(),
         text: TEXTS[(ids.seq % TEXTS.len() as u64) as usize],
-    })
+    });
+    match &args.mention_bot {
+        Some(bot) => addressed_to(&event, bot),
+        None => event,
+    }
+}
+
+/// The sample event turned into a request to `bot`: its first mention (a bot) is `bot`,
+/// and the message starts its own topic, so the turn needs no topic root from the API.
+fn addressed_to(event: &str, bot: &str) -> String {
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(event) else {
+        return event.to_string();
+    };
+    let message = &mut value["event"]["message"];
+    message["mentions"][0]["id"]["open_id"] = bot.into();
+    if let Some(fields) = message.as_object_mut() {
+        for key in ["root_id", "parent_id", "thread_id"] {
+            fields.remove(key);
+        }
+    }
+    value.to_string()
 }
 
 fn run(args: &Args) -> std::io::Result<()> {
@@ -145,7 +184,7 @@ fn run(args: &Args) -> std::io::Result<()> {
     let (mut plain_bytes, mut body_bytes) = (0u64, 0u64);
     for seq in 0..args.count {
         let ids = Ids { run: run_id, seq };
-        let plain = plaintext(&ids, &args.token, &args.app_id, now_ms);
+        let plain = plaintext(&ids, args, now_ms);
         let nonce = rng.random::<u32>().to_string();
         let (body, signature) = crypto::seal(
             Some(&args.encrypt_key),
