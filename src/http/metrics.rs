@@ -34,6 +34,45 @@ pub async fn metrics(
         }
         Err(_) => app.metrics.store_error("inbox_counts"),
     }
+    match app.store.inbox_backlog().await {
+        Ok(backlog) => {
+            let now = crate::util::UnixMs::now();
+            // Profiles without a backlog read 0; rows of profiles no longer configured are
+            // counted together, so labels stay bounded.
+            app.metrics.inbox_depth.reset();
+            app.metrics.inbox_oldest_age.reset();
+            for p in &app.config.profiles {
+                app.metrics.inbox_depth.with_label_values(&[&p.name]).set(0);
+                app.metrics
+                    .inbox_oldest_age
+                    .with_label_values(&[&p.name])
+                    .set(0.0);
+            }
+            for b in backlog {
+                let label = if app.profiles.contains_key(&b.profile) {
+                    b.profile.as_str()
+                } else {
+                    "unknown"
+                };
+                let age = b
+                    .oldest_received_at
+                    .map(|t| age_secs(now, t))
+                    .unwrap_or(0.0);
+                app.metrics
+                    .inbox_depth
+                    .with_label_values(&[label])
+                    .add(b.depth);
+                let oldest = app.metrics.inbox_oldest_age.with_label_values(&[label]);
+                if age > oldest.get() {
+                    oldest.set(age);
+                }
+            }
+        }
+        Err(_) => app.metrics.store_error("inbox_backlog"),
+    }
+    app.metrics
+        .worker_events_per_second
+        .set(app.metrics.worker_rate.per_second());
     Ok((
         [(
             header::CONTENT_TYPE,
@@ -42,6 +81,11 @@ pub async fn metrics(
         app.metrics.render(),
     )
         .into_response())
+}
+
+/// Seconds from `then` to `now`, never negative (clocks of replicas may differ).
+pub(super) fn age_secs(now: crate::util::UnixMs, then: crate::util::UnixMs) -> f64 {
+    (now.millis() - then.millis()).max(0) as f64 / 1000.0
 }
 
 /// Records the duration of every matched route (a `route_layer`, so unmatched paths

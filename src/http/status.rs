@@ -56,8 +56,23 @@ pub struct InboxStatusBody {
     pub retrying: Option<i64>,
     /// Gave up after the last attempt.
     pub failed: Option<i64>,
+    /// Per profile with unfinished events: the worker's lag (empty when the database
+    /// did not answer or nothing waits).
+    pub backlog: Vec<ProfileBacklogBody>,
+    /// Events the worker finished per second, averaged over the last 10 seconds.
+    pub worker_events_per_sec: f64,
     /// The most recent failing events.
     pub problems: Vec<InboxProblemBody>,
+}
+
+/// One profile's unfinished events.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProfileBacklogBody {
+    pub profile: String,
+    /// Events pending or in hand.
+    pub depth: i64,
+    /// Seconds since the oldest of them arrived.
+    pub oldest_pending_age_secs: f64,
 }
 
 /// A failing event.
@@ -93,16 +108,23 @@ pub struct TurnsStatus {
 pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
     let ok = app.store.ping().await.is_ok();
     // The reads only when the database answered the ping, and at the same time.
-    let (counts, turns, problems) = if ok {
-        let (counts, turns, problems) = tokio::join!(
+    let (counts, turns, problems, backlog) = if ok {
+        let (counts, turns, problems, backlog) = tokio::join!(
             app.store.inbox_counts(),
             app.store.turn_counts(),
-            app.store.inbox_problems(10)
+            app.store.inbox_problems(10),
+            app.store.inbox_backlog()
         );
-        (counts.ok(), turns.ok(), problems.unwrap_or_default())
+        (
+            counts.ok(),
+            turns.ok(),
+            problems.unwrap_or_default(),
+            backlog.unwrap_or_default(),
+        )
     } else {
-        (None, None, Vec::new())
+        (None, None, Vec::new(), Vec::new())
     };
+    let now = crate::util::UnixMs::now();
     let profiles = app
         .config
         .profiles
@@ -128,6 +150,18 @@ pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
             processing: counts.map(|c| c.processing),
             retrying: counts.map(|c| c.retrying),
             failed: counts.map(|c| c.failed),
+            backlog: backlog
+                .into_iter()
+                .map(|b| ProfileBacklogBody {
+                    oldest_pending_age_secs: b
+                        .oldest_received_at
+                        .map(|t| super::metrics::age_secs(now, t))
+                        .unwrap_or(0.0),
+                    profile: b.profile,
+                    depth: b.depth,
+                })
+                .collect(),
+            worker_events_per_sec: app.metrics.worker_rate.per_second(),
             problems: problems
                 .into_iter()
                 .map(|p| InboxProblemBody {

@@ -288,6 +288,7 @@ impl Worker {
             .events_processed
             .with_label_values(&[&e.profile, &e.event_type, outcome.as_str()])
             .inc();
+        self.metrics.worker_rate.add(1);
         // Nobody listening is fine: the broadcast is for observers only.
         let _ = self.processed.send(Processed {
             id: event.id,

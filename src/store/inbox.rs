@@ -135,6 +135,16 @@ pub struct InboxCounts {
     pub retrying: i64,
 }
 
+/// One profile's unfinished events, for the backlog view.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ProfileBacklog {
+    pub profile: String,
+    /// Events pending or in hand.
+    pub depth: i64,
+    /// When the oldest of them arrived.
+    pub oldest_received_at: Option<UnixMs>,
+}
+
 /// A failed or retrying event, for `/status`.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct InboxProblem {
@@ -223,6 +233,9 @@ pub trait InboxStore: Send + Sync + 'static {
     async fn release_inbox(&self, ids: &[i64]) -> Result<(), StoreError>;
     /// Inbox depth by status.
     async fn inbox_counts(&self) -> Result<InboxCounts, StoreError>;
+    /// Per profile with unfinished events: how many are pending or in hand, and when the
+    /// oldest of them arrived (the worker's lag).
+    async fn inbox_backlog(&self) -> Result<Vec<ProfileBacklog>, StoreError>;
     /// The most recent failed or retrying events.
     async fn inbox_problems(&self, limit: i64) -> Result<Vec<InboxProblem>, StoreError>;
     /// One inbox row by its key.

@@ -34,7 +34,7 @@ pub use event_log::{
 };
 pub use inbox::{
     ClaimLimits, Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore,
-    InsertOutcome, MAX_ID_BYTES, NewInboxEvent,
+    InsertOutcome, MAX_ID_BYTES, NewInboxEvent, ProfileBacklog,
 };
 pub use outbound::{NewOutbound, OutboundRow, OutboundStore, ReplyKind};
 pub use postgres::PgStore;

@@ -3,9 +3,14 @@
 //! Label values are bounded: profiles come from the config (an unknown profile is
 //! counted as `unknown`), routes are matched paths, outcomes are fixed strings.
 
+use std::sync::Arc;
+
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
+
+use super::RateMeter;
 
 /// Every metric the bridge exports.
 #[derive(Clone)]
@@ -21,8 +26,16 @@ pub struct Metrics {
     pub inbox_failed: IntGauge,
     /// Pending events that already failed once (refreshed at scrape).
     pub inbox_retrying: IntGauge,
+    /// Unfinished events (pending or in hand) by profile (refreshed at scrape).
+    pub inbox_depth: IntGaugeVec,
+    /// Age of the oldest unfinished event by profile, 0 when none (refreshed at scrape).
+    pub inbox_oldest_age: GaugeVec,
     /// Events processed by the worker, by profile, type and outcome.
     pub events_processed: IntCounterVec,
+    /// The worker's events per second over the last few seconds (refreshed at scrape).
+    pub worker_events_per_second: Gauge,
+    /// What feeds `worker_events_per_second` and `/status`.
+    pub worker_rate: Arc<RateMeter>,
     /// Store operations that failed, by operation.
     pub store_errors: IntCounterVec,
     /// Events per group-commit transaction.
@@ -76,6 +89,27 @@ impl Metrics {
         let inbox_retrying = IntGauge::new(
             "inbox_retrying",
             "Pending inbox events that failed at least once and wait for a retry.",
+        )
+        .expect("valid metric");
+        let inbox_depth = IntGaugeVec::new(
+            Opts::new(
+                "inbox_depth",
+                "Inbox events not yet processed (pending or in hand), by profile.",
+            ),
+            &["profile"],
+        )
+        .expect("valid metric");
+        let inbox_oldest_age = GaugeVec::new(
+            Opts::new(
+                "inbox_oldest_pending_age_seconds",
+                "Age of the oldest inbox event not yet processed, by profile (0 when none).",
+            ),
+            &["profile"],
+        )
+        .expect("valid metric");
+        let worker_events_per_second = Gauge::new(
+            "worker_events_per_second",
+            "Inbox events the worker finished per second, averaged over the last 10 seconds.",
         )
         .expect("valid metric");
         let events_processed = IntCounterVec::new(
@@ -137,7 +171,11 @@ impl Metrics {
             inbox_pending,
             inbox_failed,
             inbox_retrying,
+            inbox_depth,
+            inbox_oldest_age,
             events_processed,
+            worker_events_per_second,
+            worker_rate: Arc::new(RateMeter::default()),
             store_errors,
             commit_batch_size,
             turns_finished,
@@ -150,13 +188,16 @@ impl Metrics {
     }
 
     fn register_all(&self) {
-        let collectors: [Box<dyn prometheus::core::Collector>; 12] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 15] = [
             Box::new(self.webhook_requests.clone()),
             Box::new(self.http_duration.clone()),
             Box::new(self.inbox_pending.clone()),
             Box::new(self.inbox_failed.clone()),
             Box::new(self.inbox_retrying.clone()),
+            Box::new(self.inbox_depth.clone()),
+            Box::new(self.inbox_oldest_age.clone()),
             Box::new(self.events_processed.clone()),
+            Box::new(self.worker_events_per_second.clone()),
             Box::new(self.store_errors.clone()),
             Box::new(self.commit_batch_size.clone()),
             Box::new(self.turns_finished.clone()),

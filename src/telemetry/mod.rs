@@ -1,10 +1,12 @@
 //! Logs (`tracing`) and metrics (a Prometheus registry owned by the app, never global).
 
 mod metrics;
+mod rate;
 
 use std::io::IsTerminal;
 
 pub use metrics::Metrics;
+pub use rate::{RateMeter, WINDOW_SECS as RATE_WINDOW_SECS};
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 use crate::config::LogFormat;

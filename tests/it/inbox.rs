@@ -84,6 +84,32 @@ async fn acked_while_stopped(db: TestDb) {
     }
     let status = app.get("/status").await;
     assert_eq!(status.json["inbox"]["pending"], 3, "{}", status.text);
+    // The backlog view: depth and lag per profile, in /status and /metrics.
+    let backlog = &status.json["inbox"]["backlog"];
+    assert_eq!(backlog.as_array().map(Vec::len), Some(1), "{}", status.text);
+    assert_eq!(backlog[0]["profile"], "planner", "{}", status.text);
+    assert_eq!(backlog[0]["depth"], 3, "{}", status.text);
+    assert!(
+        backlog[0]["oldest_pending_age_secs"].as_f64() >= Some(0.0),
+        "{}",
+        status.text
+    );
+    assert_eq!(status.json["inbox"]["worker_events_per_sec"], 0.0);
+    let metrics = app.get_anonymous("/metrics").await;
+    assert!(
+        metrics
+            .text
+            .contains("feishu_bridge_inbox_depth{profile=\"planner\"} 3"),
+        "{}",
+        metrics.text
+    );
+    assert!(
+        metrics
+            .text
+            .contains("feishu_bridge_inbox_oldest_pending_age_seconds{profile=\"planner\"}"),
+        "{}",
+        metrics.text
+    );
     app.stop().await.expect("clean stop");
 
     // A new process on the same database picks them up.
@@ -91,8 +117,39 @@ async fn acked_while_stopped(db: TestDb) {
     for i in 0..3 {
         assert_eq!(app.settled(&format!("ev-r{i}")).await, "done");
     }
+    // One more, reported to this test after the worker counted it.
+    let a = app.event(&signer.message("ev-r3", "om-r3", "now")).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(app.processed("ev-r3").await.outcome, "done");
     let status = app.get("/status").await;
     assert_eq!(status.json["inbox"]["pending"], 0, "{}", status.text);
+    assert_eq!(
+        status.json["inbox"]["backlog"],
+        json!([]),
+        "{}",
+        status.text
+    );
+    // Events just finished: the moving rate has seen them.
+    assert!(
+        status.json["inbox"]["worker_events_per_sec"].as_f64() > Some(0.0),
+        "{}",
+        status.text
+    );
+    let metrics = app.get_anonymous("/metrics").await;
+    assert!(
+        metrics
+            .text
+            .contains("feishu_bridge_inbox_depth{profile=\"planner\"} 0"),
+        "{}",
+        metrics.text
+    );
+    assert!(
+        metrics
+            .text
+            .contains("feishu_bridge_worker_events_per_second"),
+        "{}",
+        metrics.text
+    );
     app.stop().await.expect("clean stop");
 }
 both_backends!(

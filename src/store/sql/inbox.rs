@@ -158,6 +158,12 @@ pub(crate) const COUNTS: &str = "SELECT \
      (SELECT COUNT(*) FROM inbox_events WHERE status = 'failed') AS failed, \
      (SELECT COUNT(*) FROM inbox_events WHERE status = 'pending' AND attempts > 0) AS retrying";
 
+/// Unfinished events per profile, through the status index (pending and processing
+/// rows only, however long the history).
+pub(crate) const BACKLOG: &str = "SELECT profile, COUNT(*) AS depth, MIN(received_at) AS oldest_received_at \
+     FROM inbox_events WHERE status IN ('pending', 'processing') \
+     GROUP BY profile ORDER BY profile";
+
 pub(crate) const PROBLEMS: &str = "SELECT profile, event_id, event_type, status, attempts, last_error \
      FROM inbox_events WHERE status = 'failed' OR (status = 'pending' AND attempts > 0) \
      ORDER BY id DESC LIMIT $1";
@@ -357,6 +363,17 @@ macro_rules! impl_inbox_store {
                     query_as,
                     fetch_one,
                     $crate::store::sql::inbox::COUNTS,
+                )
+            }
+
+            async fn inbox_backlog(
+                &self,
+            ) -> Result<Vec<$crate::store::ProfileBacklog>, $crate::store::StoreError> {
+                $crate::store::sql::fetch!(
+                    self,
+                    query_as,
+                    fetch_all,
+                    $crate::store::sql::inbox::BACKLOG,
                 )
             }
 
