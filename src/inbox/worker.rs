@@ -117,6 +117,9 @@ impl Worker {
         let mut lanes: JoinSet<bool> = JoinSet::new();
         // Consecutive rounds the database failed: the pause before the next one doubles.
         let mut store_failures = 0u32;
+        // The last chat taken: the next claim starts after it, so claims go round the
+        // chats and a quiet chat is served however old the others' backlogs are.
+        let mut last_chat: Option<String> = None;
         while !me.stop.is_cancelled() {
             let free = lanes_cap.saturating_sub(lanes.len());
             if free > 0 {
@@ -127,11 +130,20 @@ impl Worker {
                 let lease = i64::try_from(me.config.lease_ms).unwrap_or(i64::MAX);
                 match me
                     .store
-                    .claim_inbox(&me.owner, UnixMs::now(), lease, limits)
+                    .claim_inbox(
+                        &me.owner,
+                        UnixMs::now(),
+                        lease,
+                        limits,
+                        last_chat.as_deref(),
+                    )
                     .await
                 {
                     Ok(events) => {
                         store_failures = 0;
+                        if let Some(chat) = last_taken(last_chat.as_deref(), &events) {
+                            last_chat = Some(chat);
+                        }
                         in_hand.lock().extend(events.iter().map(|e| e.id));
                         for chat in by_chat(events) {
                             lanes.spawn(me.clone().process_lane(chat, in_hand.clone()));
@@ -299,6 +311,15 @@ impl Worker {
     }
 }
 
+/// The chat a claim that started after `after` took last, going round the keys: the
+/// greatest key at or before `after` if the claim went round past the last key, else the
+/// greatest key it took.
+fn last_taken(after: Option<&str>, events: &[InboxEvent]) -> Option<String> {
+    let keys = events.iter().map(|e| e.event.chat_key.as_str());
+    let wrapped = after.and_then(|a| keys.clone().filter(|k| *k <= a).max());
+    wrapped.or_else(|| keys.max()).map(str::to_owned)
+}
+
 /// Claimed events grouped by chat, each group in arrival order.
 fn by_chat(events: Vec<InboxEvent>) -> Vec<Vec<InboxEvent>> {
     let mut groups: Vec<Vec<InboxEvent>> = Vec::new();
@@ -376,6 +397,36 @@ fn backoff(config: &WorkerConfig, attempts: i64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn in_chat(id: i64, chat: &str) -> InboxEvent {
+        InboxEvent {
+            id,
+            event: crate::store::NewInboxEvent {
+                profile: "p".into(),
+                event_id: format!("e{id}"),
+                event_type: "im.message.receive_v1".into(),
+                message_id: None,
+                chat_key: chat.into(),
+                payload: "{}".into(),
+                received_at: UnixMs(0),
+                status: crate::store::InboxStatus::Processing,
+            },
+            attempts: 1,
+            last_error: None,
+            next_attempt_at: UnixMs(0),
+        }
+    }
+
+    #[test]
+    fn the_next_claim_starts_after_the_last_chat_taken_going_round() {
+        let claimed = [in_chat(1, "oc_d"), in_chat(2, "oc_a"), in_chat(3, "oc_e")];
+        // Taken in the order d, e, then round to a.
+        assert_eq!(last_taken(Some("oc_c"), &claimed).as_deref(), Some("oc_a"));
+        // Not round: the greatest key.
+        assert_eq!(last_taken(Some("oc_0"), &claimed).as_deref(), Some("oc_e"));
+        assert_eq!(last_taken(None, &claimed).as_deref(), Some("oc_e"));
+        assert_eq!(last_taken(Some("oc_c"), &[]), None);
+    }
 
     #[test]
     fn the_pause_after_database_failures_doubles_up_to_five_seconds() {

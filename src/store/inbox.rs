@@ -204,8 +204,10 @@ pub trait InboxStore: Send + Sync + 'static {
     ) -> Result<Vec<InsertOutcome>, StoreError>;
     /// Claims due events for `owner` (first making claims whose lease ran out pending
     /// again): each chat's oldest due events, from the chats no worker holds (none of
-    /// their events in hand), oldest chat first, within `limits`; leases them until
-    /// `now + lease_ms` and counts an attempt. Answers them in arrival order. Claims are
+    /// their events in hand), within `limits`; leases them until `now + lease_ms` and
+    /// counts an attempt. Chats are taken in key order from the first key after
+    /// `after_chat` (the last chat the caller took), going round to the first key, so
+    /// every chat is served in turn. Answers the events in arrival order. Claims are
     /// serialized (on Postgres by an advisory lock), so one chat is never in two
     /// workers' hands and concurrent claimers never get the same row.
     async fn claim_inbox(
@@ -214,6 +216,7 @@ pub trait InboxStore: Send + Sync + 'static {
         now: UnixMs,
         lease_ms: i64,
         limits: ClaimLimits,
+        after_chat: Option<&str>,
     ) -> Result<Vec<InboxEvent>, StoreError>;
     /// Extends the leases of `owner`'s events still in hand (`ids`) to `until`.
     async fn renew_leases(&self, owner: &str, ids: &[i64], until: UnixMs)

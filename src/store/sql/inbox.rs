@@ -55,31 +55,34 @@ pub(crate) const EXPIRE: &str = "UPDATE inbox_events \
      SET status = 'pending', lease_until = NULL, lease_owner = NULL \
      WHERE status = 'processing' AND lease_until < $1";
 
-/// The chats with due work that no worker holds, oldest first: `$1` now, `$2` how many
-/// chats to look at, `$3` how many to answer. The chats with pending rows are found by
-/// skipping through the lane index (one seek per chat, however long a chat's backlog);
-/// a chat with a row in hand is left alone, so each chat's events go through one worker
-/// at a time, in arrival order.
-pub(crate) const LANES: &str = "\
+/// The chats with due work that no worker holds, in key order: `$1` now, `$2` how many
+/// chats to look at, `$3` how many to answer, and with `after`, `$4` the key to start
+/// after. The chats with pending rows are found by skipping through the lane index (one
+/// seek per chat, however long a chat's backlog); a chat with a row in hand is left
+/// alone, so each chat's events go through one worker at a time, in arrival order.
+/// Claims go round the chats (the worker starts after the last chat it took), so every
+/// chat with due work is served in turn, however old the others' backlogs.
+pub(crate) fn lanes(after: bool) -> String {
+    let first = if after { " AND chat_key > $4" } else { "" };
+    format!(
+        "\
 WITH RECURSIVE lanes (chat_key, n) AS (
-    SELECT MIN(chat_key), CAST(1 AS BIGINT) FROM inbox_events WHERE status = 'pending'
+    SELECT MIN(chat_key), CAST(1 AS BIGINT) FROM inbox_events WHERE status = 'pending'{first}
   UNION ALL
     SELECT (SELECT MIN(e.chat_key) FROM inbox_events e
             WHERE e.status = 'pending' AND e.chat_key > lanes.chat_key), n + 1
     FROM lanes WHERE lanes.chat_key IS NOT NULL AND n < $2
 )
-SELECT chat_key FROM (
-    SELECT l.chat_key,
-           (SELECT MIN(h.id) FROM inbox_events h
-            WHERE h.status = 'pending' AND h.chat_key = l.chat_key AND h.next_attempt_at <= $1) AS head
-    FROM lanes l
-    WHERE l.chat_key IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM inbox_events p
-                      WHERE p.status = 'processing' AND p.chat_key = l.chat_key)
-) due
-WHERE head IS NOT NULL
-ORDER BY head
-LIMIT $3";
+SELECT l.chat_key FROM lanes l
+WHERE l.chat_key IS NOT NULL
+  AND EXISTS (SELECT 1 FROM inbox_events h
+              WHERE h.status = 'pending' AND h.chat_key = l.chat_key AND h.next_attempt_at <= $1)
+  AND NOT EXISTS (SELECT 1 FROM inbox_events p
+                  WHERE p.status = 'processing' AND p.chat_key = l.chat_key)
+ORDER BY l.chat_key
+LIMIT $3"
+    )
+}
 
 /// How many chats a claim looks at: beyond that, chats wait until earlier ones drain.
 pub(crate) const LANE_SCAN: i64 = 1024;
@@ -254,21 +257,43 @@ macro_rules! impl_inbox_store {
                 now: $crate::util::UnixMs,
                 lease_ms: i64,
                 limits: $crate::store::ClaimLimits,
+                after_chat: Option<&str>,
             ) -> Result<Vec<$crate::store::InboxEvent>, $crate::store::StoreError> {
                 use $crate::store::sql::{inbox, transaction, within};
                 let claim = inbox::claim_lane($claim_lock);
                 let rows = transaction!(self, |tx| {
                     within!(tx, query, execute, $claim_serialize);
                     within!(tx, query, execute, inbox::EXPIRE, now);
-                    let lanes: Vec<String> = within!(
-                        tx,
-                        query_scalar,
-                        fetch_all,
-                        inbox::LANES,
-                        now,
-                        inbox::LANE_SCAN,
-                        limits.chats,
-                    );
+                    let wanted = usize::try_from(limits.chats).unwrap_or(usize::MAX);
+                    let mut lanes: Vec<String> = match after_chat {
+                        Some(after) => within!(
+                            tx,
+                            query_scalar,
+                            fetch_all,
+                            &inbox::lanes(true),
+                            now,
+                            inbox::LANE_SCAN,
+                            limits.chats,
+                            after,
+                        ),
+                        None => Vec::new(),
+                    };
+                    if lanes.len() < wanted {
+                        let from_start: Vec<String> = within!(
+                            tx,
+                            query_scalar,
+                            fetch_all,
+                            &inbox::lanes(false),
+                            now,
+                            inbox::LANE_SCAN,
+                            limits.chats,
+                        );
+                        for chat in from_start {
+                            if lanes.len() < wanted && !lanes.contains(&chat) {
+                                lanes.push(chat);
+                            }
+                        }
+                    }
                     let mut rows: Vec<$crate::store::InboxEvent> = Vec::new();
                     for chat in &lanes {
                         rows.extend(within!(

@@ -68,6 +68,7 @@ async fn negative_limits(s: Arc<dyn Store>) -> Vec<Option<usize>> {
                 chats: 1,
                 per_chat: -1,
             },
+            None,
         )
         .await
         .map(|r| r.len())

@@ -804,6 +804,7 @@ async fn purge_keeps_unfinished(db: TestDb) {
                 chats: 10,
                 per_chat: 10,
             },
+            None,
         )
         .await
         .expect("claim");

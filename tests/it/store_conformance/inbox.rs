@@ -24,7 +24,7 @@ async fn claim(s: &dyn Store, owner: &str, now: i64, lease_ms: i64, limit: i64) 
         chats: limit,
         per_chat: limit,
     };
-    s.claim_inbox(owner, UnixMs(now), lease_ms, limits)
+    s.claim_inbox(owner, UnixMs(now), lease_ms, limits, None)
         .await
         .expect("claim")
 }
@@ -215,6 +215,7 @@ async fn concurrent_claimers(db: TestDb) {
                         chats: 7,
                         per_chat: 7,
                     },
+                    None,
                 )
                 .await
                 .expect("claim");
@@ -628,4 +629,76 @@ async fn problems_newest_first(db: TestDb) {
 both_backends!(
     problems_are_the_newest_failures_and_retries_up_to_the_limit,
     problems_newest_first
+);
+
+/// A pending event of profile `a` in `chat`, received at 1 000.
+fn in_chat(event_id: &str, chat: &str) -> NewInboxEvent {
+    NewInboxEvent {
+        chat_key: chat.into(),
+        ..ev("a", event_id, None)
+    }
+}
+
+/// Claims one chat's events (at most `per_chat`), starting after `after`.
+async fn claim_chat(s: &dyn Store, per_chat: i64, after: Option<&str>) -> Vec<String> {
+    let limits = ClaimLimits { chats: 1, per_chat };
+    s.claim_inbox("me", UnixMs(2_000), 60_000, limits, after)
+        .await
+        .expect("claim")
+        .into_iter()
+        .map(|e| e.event.event_id)
+        .collect()
+}
+
+async fn lanes_keep_chat_order(db: TestDb) {
+    let s = open(&db).await;
+    let batch = [
+        in_chat("a1", "oc_a"),
+        in_chat("b1", "oc_b"),
+        in_chat("a2", "oc_a"),
+        in_chat("a3", "oc_a"),
+        in_chat("b2", "oc_b"),
+    ];
+    s.insert_inbox_batch(&batch).await.expect("insert");
+    // A chat's oldest events, in arrival order, at most `per_chat`.
+    assert_eq!(claim_chat(&*s, 2, None).await, ["a1", "a2"]);
+    // A chat with events in hand is not claimed again, even from its start.
+    assert_eq!(claim_chat(&*s, 2, None).await, ["b1", "b2"]);
+    assert!(claim_chat(&*s, 2, None).await.is_empty());
+    let a2 = row(&*s, "a", "a2").await.id;
+    let a1 = row(&*s, "a", "a1").await.id;
+    s.finish_inbox(&[a1, a2], &Finish::Done, UnixMs(2_100))
+        .await
+        .expect("finish");
+    assert_eq!(claim_chat(&*s, 2, None).await, ["a3"]);
+}
+both_backends!(
+    a_chat_is_claimed_oldest_first_and_never_twice_at_once,
+    lanes_keep_chat_order
+);
+
+async fn claims_go_round(db: TestDb) {
+    let s = open(&db).await;
+    // Chat a has the oldest backlog; b and c each one newer event.
+    let mut batch: Vec<_> = (0..5).map(|i| in_chat(&format!("a{i}"), "oc_a")).collect();
+    batch.push(in_chat("b0", "oc_b"));
+    batch.push(in_chat("c0", "oc_c"));
+    s.insert_inbox_batch(&batch).await.expect("insert");
+    let mut taken = Vec::new();
+    let mut after: Option<String> = None;
+    for _ in 0..5 {
+        let got = claim_chat(&*s, 1, after.as_deref()).await;
+        let id = row(&*s, "a", &got[0]).await.id;
+        s.finish_inbox(&[id], &Finish::Done, UnixMs(2_100))
+            .await
+            .expect("finish");
+        after = Some(row(&*s, "a", &got[0]).await.event.chat_key);
+        taken.extend(got);
+    }
+    // Round the chats, not oldest first: b and c do not wait for a's backlog.
+    assert_eq!(taken, ["a0", "b0", "c0", "a1", "a2"]);
+}
+both_backends!(
+    claims_go_round_the_chats_so_a_backlog_does_not_starve_a_quiet_chat,
+    claims_go_round
 );
