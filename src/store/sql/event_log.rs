@@ -203,6 +203,185 @@ macro_rules! route_within {
 }
 pub(crate) use route_within;
 
+/// The routed messages among `steps`.
+pub(crate) fn route_writes(
+    steps: &[crate::store::BatchStep],
+) -> impl Iterator<Item = &crate::store::RouteWrite> {
+    steps.iter().filter_map(|s| match s {
+        crate::store::BatchStep::Route(w) => Some(&**w),
+        _ => None,
+    })
+}
+
+/// Records a run of routed messages and lone verdicts (no recall among them) inside the
+/// open transaction `$tx`, with one multi-row statement per table where the writes do
+/// not depend on each other — verdicts, event-log records, their items, display names —
+/// then each message's session and turn in order. The same outcome as
+/// [`route_within!`] step by step: the first verdict and record of a message stand, the
+/// last name learned wins. Evaluates to one entry per step (`None` for a lone verdict).
+macro_rules! routes_within {
+    ($tx:ident, $steps:expr, $now:expr) => {{
+        use std::collections::{HashMap, HashSet};
+
+        use $crate::store::{BatchStep, sql::writes};
+        let steps: &[BatchStep] = $steps;
+        let rows = writes::ROWS_PER_STATEMENT;
+
+        // Verdicts: the ones that went in are fresh (the first of a message only).
+        let verdicts: Vec<&$crate::store::NewVerdict> = steps
+            .iter()
+            .filter_map(|s| match s {
+                BatchStep::Route(w) => Some(&w.verdict),
+                BatchStep::Verdict(v) => Some(v),
+                BatchStep::Recall { .. } => None,
+            })
+            .collect();
+        let mut fresh: HashSet<(String, String)> = HashSet::new();
+        for chunk in verdicts.chunks(rows) {
+            let q = writes::insert_verdicts(chunk.len());
+            let mut query = sqlx::query_as::<_, (String, String)>(&q).persistent(false);
+            for v in chunk {
+                query = query
+                    .bind(&v.profile)
+                    .bind(&v.message_id)
+                    .bind(&v.chat_id)
+                    .bind(v.verdict.to_string())
+                    .bind(v.reason.to_string())
+                    .bind(&v.session_key)
+                    .bind(v.created_at);
+            }
+            fresh.extend(query.fetch_all(&mut *$tx).await?);
+        }
+
+        // Event-log records, then the items of those that went in (first one per key).
+        let events: Vec<&$crate::store::NewContextEvent> =
+            $crate::store::sql::event_log::route_writes(steps)
+                .flat_map(|w| &w.events)
+                .collect();
+        let mut ids: HashMap<(String, String, String), i64> = HashMap::new();
+        for chunk in events.chunks(rows) {
+            let q = writes::insert_events_rows(chunk.len());
+            let mut query =
+                sqlx::query_as::<_, (i64, String, String, String)>(&q).persistent(false);
+            for e in chunk {
+                query = query
+                    .bind(&e.chat_id)
+                    .bind(e.chat_type.as_str())
+                    .bind(&e.root_msg_id)
+                    .bind(&e.thread_id)
+                    .bind(&e.message_id)
+                    .bind(e.event_type.as_str())
+                    .bind(&e.actor_type)
+                    .bind(&e.actor_id)
+                    .bind(&e.bridge_id)
+                    .bind(&e.bot_profile)
+                    .bind(&e.target_id)
+                    .bind(&e.target_name)
+                    .bind(&e.session_name)
+                    .bind(&e.history_scope)
+                    .bind(&e.text)
+                    .bind(&e.metadata_json)
+                    .bind(e.created_at);
+            }
+            for (id, profile, message_id, event_type) in query.fetch_all(&mut *$tx).await? {
+                ids.insert((profile, message_id, event_type), id);
+            }
+        }
+        let items: Vec<(i64, &$crate::store::NewItem, $crate::util::UnixMs)> = events
+            .iter()
+            .filter_map(|e| {
+                let key = (
+                    e.bot_profile.clone(),
+                    e.message_id.clone(),
+                    e.event_type.as_str().to_owned(),
+                );
+                let id = ids.remove(&key)?;
+                e.item.as_ref().map(|item| (id, item, e.created_at))
+            })
+            .collect();
+        for chunk in items.chunks(rows) {
+            let q = writes::insert_items_rows(chunk.len());
+            let mut query = sqlx::query(&q).persistent(false);
+            for (id, item, at) in chunk {
+                query = query
+                    .bind(*id)
+                    .bind(item.item_type.as_str())
+                    .bind(item.role.as_str())
+                    .bind(&item.author_label)
+                    .bind(&item.text)
+                    .bind(item.token_estimate)
+                    .bind(item.truncated)
+                    .bind(*at);
+            }
+            query.execute(&mut *$tx).await?;
+        }
+
+        // Display names: the last learned per (profile, open id).
+        let mut names: Vec<(&str, &str, &str, $crate::util::UnixMs)> = Vec::new();
+        let mut at: HashMap<(&str, &str), usize> = HashMap::new();
+        for w in $crate::store::sql::event_log::route_writes(steps) {
+            for (open_id, name) in &w.names {
+                let row = (
+                    w.verdict.profile.as_str(),
+                    open_id.as_str(),
+                    name.as_str(),
+                    w.verdict.created_at,
+                );
+                match at.get(&(row.0, row.1)) {
+                    Some(&i) => names[i] = row,
+                    None => {
+                        at.insert((row.0, row.1), names.len());
+                        names.push(row);
+                    }
+                }
+            }
+        }
+        for chunk in names.chunks(rows) {
+            let q = writes::upsert_names(chunk.len());
+            let mut query = sqlx::query(&q).persistent(false);
+            for (profile, open_id, name, at) in chunk {
+                query = query.bind(*profile).bind(*open_id).bind(*name).bind(*at);
+            }
+            query.execute(&mut *$tx).await?;
+        }
+
+        // Sessions and turns, message by message.
+        let mut out: Vec<Option<$crate::store::Routed>> = Vec::with_capacity(steps.len());
+        for step in steps {
+            let BatchStep::Route(w) = step else {
+                out.push(None);
+                continue;
+            };
+            let fresh = fresh.remove(&(w.verdict.profile.clone(), w.verdict.message_id.clone()));
+            let session: Option<$crate::store::SessionRow> = match &w.session {
+                Some(s) => Some($crate::store::sql::within!(
+                    $tx,
+                    query_as,
+                    fetch_one,
+                    &writes::upsert_session(),
+                    &s.profile,
+                    &s.session_key,
+                    &s.session_id,
+                    &s.chat_id,
+                    s.chat_type.as_str(),
+                    &s.user_id,
+                    &s.root_msg_id,
+                    &s.history_scope,
+                    s.now,
+                )),
+                None => None,
+            };
+            if let Some(t) = w.turn.as_ref().filter(|_| fresh) {
+                writes::insert_turn!($tx, t);
+            }
+            out.push(Some($crate::store::Routed { session, fresh }));
+        }
+        let _ = $now;
+        out
+    }};
+}
+pub(crate) use routes_within;
+
 /// Applies a recall inside the open transaction `$tx`; evaluates to how many event-log
 /// records the message had.
 macro_rules! recall_within {
@@ -254,21 +433,25 @@ macro_rules! impl_event_log {
                 &self,
                 batch: &$crate::store::ProcessedBatch,
             ) -> Result<Vec<Option<$crate::store::Routed>>, $crate::store::StoreError> {
-                use $crate::store::{BatchStep, Finish, sql::{event_log, inbox, transaction, writes}};
+                use $crate::store::{BatchStep, Finish, sql::{event_log, inbox, transaction}};
                 transaction!(self, |tx| {
-                    let mut out = Vec::with_capacity(batch.steps.len());
-                    for step in &batch.steps {
-                        out.push(match step {
-                            BatchStep::Route(w) => Some(event_log::route_within!(tx, w)),
-                            BatchStep::Verdict(v) => {
-                                writes::insert_verdict(v).execute(&mut *tx).await?;
-                                None
-                            }
-                            BatchStep::Recall { message_id, chat_id } => {
-                                event_log::recall_within!(tx, message_id, chat_id, batch.now);
-                                None
-                            }
-                        });
+                    let steps = &batch.steps;
+                    let mut out = Vec::with_capacity(steps.len());
+                    let mut i = 0;
+                    while i < steps.len() {
+                        if let BatchStep::Recall { message_id, chat_id } = &steps[i] {
+                            // A recall sees every write before it.
+                            event_log::recall_within!(tx, message_id, chat_id, batch.now);
+                            out.push(None);
+                            i += 1;
+                            continue;
+                        }
+                        let end = steps[i..]
+                            .iter()
+                            .position(|s| matches!(s, BatchStep::Recall { .. }))
+                            .map_or(steps.len(), |n| i + n);
+                        out.extend(event_log::routes_within!(tx, &steps[i..end], batch.now));
+                        i = end;
                     }
                     inbox::finish_within!(tx, batch.done, &Finish::Done, batch.now);
                     out

@@ -914,3 +914,96 @@ both_backends!(
     purge_deletes_records_verdicts_and_replies_strictly_older_than_the_cutoff,
     purge_cutoff
 );
+
+async fn batch_as_step_by_step(db: TestDb) {
+    use feishu_bridge::store::{BatchStep, ProcessedBatch};
+    let s = open(&db).await;
+    let inbox: Vec<_> = (0..3).map(|i| ev("a", &format!("e{i}"), None)).collect();
+    s.insert_inbox_batch(&inbox).await.expect("insert");
+    let claimed = s
+        .claim_inbox(
+            "me",
+            UnixMs(2_000),
+            60_000,
+            ClaimLimits {
+                chats: 3,
+                per_chat: 1,
+            },
+            None,
+        )
+        .await
+        .expect("claim");
+    let done: Vec<i64> = claimed.iter().map(|e| e.id).collect();
+
+    let named = |message_id: &str, name: &str| RouteWrite {
+        names: vec![("ou_x".into(), name.into())],
+        ..route("a", message_id, vec![record("a", message_id, HumanMessage)])
+    };
+    let invoked = RouteWrite {
+        verdict: NewVerdict {
+            verdict: Verdict::Invoked,
+            reason: Reason::Mention,
+            session_key: Some(KEY.into()),
+            ..verdict("a", "om_t1")
+        },
+        session: Some(session("a", KEY, "sid-1", 100)),
+        turn: Some(turn("a", KEY, "t1")),
+        ..route("a", "om_t1", vec![record("a", "om_t1", UserRequest)])
+    };
+    let steps = vec![
+        BatchStep::Route(Box::new(named("om_1", "Old"))),
+        BatchStep::Verdict(verdict("a", "om_2")),
+        // The same message again (its first verdict and record stand).
+        BatchStep::Route(Box::new(named("om_1", "Older"))),
+        BatchStep::Route(Box::new(named("om_3", "New"))),
+        BatchStep::Recall {
+            message_id: "om_3".into(),
+            chat_id: CHAT.into(),
+        },
+        BatchStep::Route(Box::new(invoked)),
+    ];
+    let out = s
+        .record_batch(&ProcessedBatch {
+            steps,
+            done: done.clone(),
+            now: UnixMs(3_000),
+        })
+        .await
+        .expect("batch");
+    let fresh: Vec<Option<bool>> = out.iter().map(|r| r.as_ref().map(|r| r.fresh)).collect();
+    assert_eq!(
+        fresh,
+        [Some(true), None, Some(false), Some(true), None, Some(true)]
+    );
+    let sid = out[5].as_ref().and_then(|r| r.session.as_ref());
+    assert_eq!(sid.map(|r| r.session_id.as_str()), Some("sid-1"));
+
+    // One verdict and one record (with one item) per message.
+    assert_eq!(verdicts(&*s, "om_1", None).await.len(), 1);
+    assert_eq!(verdicts(&*s, "om_2", None).await.len(), 1);
+    let one = message_events(&*s, "om_1").await;
+    assert_eq!(one.len(), 1);
+    assert!(one[0].item_id.is_some());
+    // The recall came after its message, in the same transaction.
+    assert!(s.is_recalled("om_3").await.expect("read"));
+    let three = message_events(&*s, "om_3").await;
+    assert_eq!((three.len(), three[0].text.as_str()), (1, ""));
+    // The last name learned wins; the turn was queued once.
+    assert_eq!(
+        s.name_of("a", "ou_x").await.expect("name").as_deref(),
+        Some("New")
+    );
+    assert!(s.turn("t1").await.expect("read").is_some());
+    for e in &inbox {
+        let row = s
+            .inbox_event("a", &e.event_id)
+            .await
+            .expect("read")
+            .expect("stored");
+        assert_eq!(row.event.status, InboxStatus::Done);
+    }
+}
+both_backends!(
+    a_batch_records_what_its_steps_would_one_by_one_in_one_transaction,
+    batch_as_step_by_step
+);
