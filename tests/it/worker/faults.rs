@@ -131,6 +131,75 @@ both_backends!(
     poisoned_alone
 );
 
+async fn failure_after_a_command(db: TestDb) {
+    let fake = FakeFeishu::planner().await;
+    let text = config_toml(&db, &fake.profile_keys());
+    let signer = Signer::default();
+    // One batch: a message and a command (recorded together, then the command runs),
+    // then two messages, the second of which the database fails to record.
+    let messages = [
+        said("oc_mid", 0),
+        Msg::group("om_mid_help", "/help")
+            .at_bot()
+            .in_chat("oc_mid"),
+        said("oc_mid", 2),
+        Msg::group("om_fail", "note").in_chat("oc_mid"),
+    ];
+    let app = TestApp::spawn(worker_off(&text)).await;
+    let reqs: Vec<_> = messages.iter().map(|m| signer.deliver(m)).collect();
+    send_chats(&app, &[reqs]).await;
+    app.stop().await.expect("clean stop");
+    // Writing its verdict fails the way a database does, not the way it refuses a row:
+    // Postgres says its disk is full, SQLite meets an error inside the trigger (the
+    // bridge takes both for the database's failure).
+    fail_verdict_of(
+        &db,
+        "fail",
+        "om_fail",
+        "SELECT json('not json')",
+        "RAISE EXCEPTION 'full' USING ERRCODE = 'disk_full'",
+    )
+    .await;
+
+    let mut app = TestApp::spawn(worker_on(&text)).await;
+    assert_eq!(
+        app.processed("ev-om_oc_mid_0").await.outcome,
+        "done",
+        "recorded before the failure"
+    );
+    assert_eq!(app.processed("ev-om_mid_help").await.outcome, "done");
+    // Two rounds on the failing part of the batch: what was recorded stays recorded.
+    for _ in 0..2 {
+        assert_eq!(app.processed("ev-om_fail").await.outcome, "retry");
+    }
+    let done = "SELECT COUNT(*) FROM inbox_events WHERE message_id = '$m' AND status = 'done'";
+    assert_eq!(count_of(&db, done, "om_oc_mid_0").await, 1);
+    assert_eq!(count_of(&db, done, "om_mid_help").await, 1);
+    assert_eq!(count_of(&db, done, "om_fail").await, 0);
+
+    drop_trigger(&db, "fail").await;
+    for m in &messages {
+        let id = format!("ev-{}", m.message_id);
+        assert_eq!(app.settled(&id).await, "done", "{id}");
+    }
+    let attempts = "SELECT COUNT(*) FROM inbox_events WHERE attempts = 1";
+    assert_eq!(
+        db.scalar(attempts).await,
+        4,
+        "the database's failures counted no attempt"
+    );
+    assert_eq!(
+        fake.state.send_attempts.load(Ordering::SeqCst),
+        1,
+        "the command ran once"
+    );
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    a_database_failure_late_in_a_batch_keeps_what_the_batch_recorded_before_it,
+    failure_after_a_command
+);
+
 async fn kill_mid_batch(db: TestDb) {
     let fake = FakeFeishu::planner().await;
     let text = config_toml(&db, &fake.profile_keys());
