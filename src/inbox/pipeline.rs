@@ -104,12 +104,26 @@ impl Pipeline {
     }
 
     /// Processes claimed events (in arrival order) and records them: what each event
-    /// came to, in the batch's order. `Err` when the database failed: nothing of the
-    /// batch was recorded since the last command, and the worker tries it again later.
-    pub async fn process_batch(&self, events: &[InboxEvent]) -> Result<Vec<Settled>, StoreError> {
+    /// came to, in the batch's order. When the database fails part-way, what the events
+    /// before the failure came to is recorded (and stays so: a command among them has
+    /// run), and the events from the failure on are not.
+    pub async fn process_batch(&self, events: &[InboxEvent]) -> Result<Vec<Settled>, Unfinished> {
+        let mut settled = Vec::with_capacity(events.len());
+        match self.process_into(events, &mut settled).await {
+            Ok(()) => Ok(settled),
+            Err(error) => Err(Unfinished { settled, error }),
+        }
+    }
+
+    /// [`Self::process_batch`], pushing what each event came to onto `settled` as its
+    /// part is recorded: on `Err`, `settled` covers the events before the failure.
+    async fn process_into(
+        &self,
+        events: &[InboxEvent],
+        settled: &mut Vec<Settled>,
+    ) -> Result<(), StoreError> {
         let mut batch = Batch::read(self.log.as_ref(), events).await?;
         self.purge_if_due().await;
-        let mut settled = Vec::with_capacity(events.len());
         let mut start = 0;
         while start < events.len() {
             // Up to and including the next command.
@@ -149,7 +163,7 @@ impl Pipeline {
             }
             start = end;
         }
-        Ok(settled)
+        Ok(())
     }
 
     /// What one event comes to, before anything is written.
@@ -378,6 +392,15 @@ fn author_label(
         .get(actor_id)
         .cloned()
         .unwrap_or_else(|| actor_id.to_string())
+}
+
+/// A batch the database failed part-way through.
+#[derive(Debug)]
+pub struct Unfinished {
+    /// What the events before the failure came to, in the batch's order (recorded).
+    pub settled: Vec<Settled>,
+    /// The failure; the events from here on were not recorded.
+    pub error: StoreError,
 }
 
 /// What one event of a batch came to.

@@ -29,7 +29,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::pipeline::{Pipeline, ProcessError, Settled};
+use super::pipeline::{Pipeline, ProcessError, Settled, Unfinished};
 use crate::{
     config::WorkerConfig,
     store::{ClaimLimits, Finish, InboxEvent, InboxStore},
@@ -206,42 +206,51 @@ impl Worker {
 
     /// Processes one chat's claimed events as a batch and records what each came to;
     /// returns `false` when the database failed.
-    async fn process_lane(self: Arc<Self>, events: Vec<InboxEvent>, in_hand: InHand) -> bool {
+    async fn process_lane(self: Arc<Self>, mut events: Vec<InboxEvent>, in_hand: InHand) -> bool {
         let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
-        let healthy = match self.pipeline.process_batch(&events).await {
-            Ok(settled) => {
-                let mut healthy = true;
-                for (event, settled) in events.into_iter().zip(settled) {
-                    healthy &= match settled {
-                        Settled::Done => {
-                            self.report(event, Outcome::Done);
-                            true
-                        }
-                        Settled::Open(result) => self.settle(event, result).await,
-                    };
-                }
-                healthy
-            }
-            Err(e) => {
-                let delay = backoff(&self.config, 1);
-                tracing::warn!(error = %e.reason(), events = ids.len(), retry_in_ms = delay, "the database failed; the events will be retried");
-                let finish = Finish::Deferred {
-                    error: format!("store: {}", e.reason()),
-                    at: UnixMs::now() + Duration::from_millis(delay),
-                };
-                if self.record(&ids, &finish).await {
-                    for event in events {
-                        self.report(event, Outcome::Retry);
-                    }
-                }
-                false
-            }
+        let (settled, failure) = match self.pipeline.process_batch(&events).await {
+            Ok(settled) => (settled, None),
+            Err(Unfinished { settled, error }) => (settled, Some(error)),
         };
+        // What the batch recorded before the database failed stays recorded (a command
+        // among it has run): only the rest waits for the database.
+        let rest = events.split_off(settled.len().min(events.len()));
+        let mut healthy = true;
+        for (event, settled) in events.into_iter().zip(settled) {
+            healthy &= match settled {
+                Settled::Done => {
+                    self.report(event, Outcome::Done);
+                    true
+                }
+                Settled::Open(result) => self.settle(event, result).await,
+            };
+        }
+        if let Some(e) = failure {
+            healthy = false;
+            self.defer(rest, &e).await;
+        }
         let mut held = in_hand.lock();
         for id in &ids {
             held.remove(id);
         }
         healthy
+    }
+
+    /// Puts back the events a batch did not record because the database failed: tried
+    /// again later, without counting the attempt.
+    async fn defer(&self, events: Vec<InboxEvent>, e: &crate::store::StoreError) {
+        let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
+        let delay = backoff(&self.config, 1);
+        tracing::warn!(error = %e.reason(), events = ids.len(), retry_in_ms = delay, "the database failed; the events will be retried");
+        let finish = Finish::Deferred {
+            error: format!("store: {}", e.reason()),
+            at: UnixMs::now() + Duration::from_millis(delay),
+        };
+        if self.record(&ids, &finish).await {
+            for event in events {
+                self.report(event, Outcome::Retry);
+            }
+        }
     }
 
     /// Records the outcome of an event whose batch left it open; returns `false` when

@@ -27,3 +27,4 @@ mod support;
 mod turns;
 mod vectors;
 mod vocabulary;
+mod worker;
