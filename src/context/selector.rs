@@ -93,6 +93,8 @@ pub struct Excluded {
     pub item_type: ItemType,
     /// Why it was left out.
     pub reason: Exclusion,
+    /// When its message was said.
+    pub created_at: UnixMs,
 }
 
 /// Counts and budgets of one selection.
@@ -122,7 +124,8 @@ pub struct Diagnostics {
 pub struct Selection {
     /// Selected, oldest first (in [`said_order`]).
     pub selected: Vec<Selected>,
-    /// Not selected, with reasons.
+    /// Not selected, with reasons: those the rules left out, then those the item limit
+    /// and then the character budget trimmed, each group in said order.
     pub excluded: Vec<Excluded>,
     /// Counts.
     pub diagnostics: Diagnostics,
@@ -304,11 +307,13 @@ fn total_chars(items: &[Selected]) -> usize {
     items.iter().map(|s| s.text.chars().count()).sum()
 }
 
-fn exclusion(c: &Candidate, reason: Exclusion) -> Excluded {
+/// `c`, left out for `reason`.
+pub fn exclusion(c: &Candidate, reason: Exclusion) -> Excluded {
     Excluded {
         item_id: c.item_id,
         item_type: c.item_type,
         reason,
+        created_at: c.created_at,
     }
 }
 
@@ -317,6 +322,7 @@ fn dropped(s: &Selected, reason: Exclusion) -> Excluded {
         item_id: s.item_id,
         item_type: s.item_type,
         reason,
+        created_at: s.created_at,
     }
 }
 

@@ -24,13 +24,16 @@ fn planner_and_coder(db: &TestDb, fake: &FakeFeishu) -> String {
     )
 }
 
-/// Each selected item's type, in the order the report lists them.
-fn selected_types(e: &Value) -> Vec<String> {
-    e["selected"]
+/// Each listed item's type and when it was said, in the order the report lists them.
+fn listed(e: &Value, list: &str) -> Vec<(String, Option<i64>)> {
+    e[list]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|s| s["item_type"].as_str().unwrap_or_default().to_string())
+        .map(|s| {
+            let kind = s["item_type"].as_str().unwrap_or_default().to_string();
+            (kind, s["created_at"].as_i64())
+        })
         .collect()
 }
 
@@ -77,10 +80,21 @@ async fn answer_before_question(db: TestDb) {
 
     let e = app.explain("coder", "om_root", Some("om_build")).await;
     assert_eq!(e.status, 200, "{}", e.text);
+    let said = |kind: &str, at: Option<i64>| (kind.to_string(), at);
     assert_eq!(
-        selected_types(&e.json),
-        ["topic_root_block", "human_message", "agent_output"],
+        listed(&e.json, "selected"),
+        [
+            said("topic_root_block", None),
+            said("human_message", Some(t0 + 1_000)),
+            said("agent_output", Some(t0 + 2_000)),
+        ],
         "question before answer: {}",
+        e.text
+    );
+    assert_eq!(
+        listed(&e.json, "excluded"),
+        [said("topic_root", Some(t0))],
+        "{}",
         e.text
     );
     let prompt = e.json["prompt_preview"].as_str().unwrap_or_default();
