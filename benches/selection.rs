@@ -21,10 +21,9 @@
 //! before the first measurement, so nothing else runs while one is timed.
 //!
 //! Both reads are bounded by a `LIMIT`, so the 100,000 case should stay within twice the
-//! 100 case. SQLite walks the `(chat_id, root_msg_id, id)` index backwards. With only ten
-//! threads in the chat, the Postgres planner prefers walking the primary key backwards
-//! and filtering: cheap here because the measured thread is active up to the table's
-//! tail, not for a thread that went quiet while the others kept growing.
+//! 100 case. Both backends walk the thread's `(chat_id, root_msg_id, created_at,
+//! message_id, id)` index backwards: the query orders by that whole key, so no planner
+//! can prefer the primary key.
 //!
 //! Postgres comes from `FEISHU_BRIDGE_TEST_PG_URL` (default: the local server's `test`
 //! database); when it cannot be reached only SQLite is measured. Schemas are named

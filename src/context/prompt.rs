@@ -167,6 +167,7 @@ mod tests {
         Selected {
             item_id: 1,
             message_id: "om_1".into(),
+            created_at: crate::util::UnixMs(1_000),
             item_type: crate::context::kinds::ItemType::HumanMessage,
             author_label: label.into(),
             text: text.into(),

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::selector::{Excluded, Selected};
+use crate::util::UnixMs;
 
 /// One selected item as explained.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,6 +20,10 @@ pub struct SelectedItem {
     pub preview: String,
     /// Cut to `max_agent_output_chars` (or the quoted-reply budget).
     pub truncated: bool,
+    /// When its message was said (Feishu's create time); none for the quoted reply and
+    /// topic root blocks, and in decisions recorded before items carried it.
+    #[serde(default)]
+    pub created_at: Option<UnixMs>,
 }
 
 /// An excluded item as explained.
@@ -29,6 +34,10 @@ pub struct ExcludedItem {
     /// `limit`, `chars`, `own_output`, `same_turn_request`, `recalled`, `mode`,
     /// `other_profile`, `command`, `in_thread_context`, `topic_root_block`.
     pub reason: String,
+    /// When its message was said (Feishu's create time); none in decisions recorded
+    /// before items carried it.
+    #[serde(default)]
+    pub created_at: Option<UnixMs>,
 }
 
 impl From<&Selected> for SelectedItem {
@@ -40,6 +49,7 @@ impl From<&Selected> for SelectedItem {
             chars: s.text.chars().count(),
             preview: preview(&s.text, 80),
             truncated: s.truncated,
+            created_at: Some(s.created_at),
         }
     }
 }
@@ -50,6 +60,7 @@ impl From<Excluded> for ExcludedItem {
             item_id: e.item_id,
             item_type: e.item_type.to_string(),
             reason: e.reason.to_string(),
+            created_at: Some(e.created_at),
         }
     }
 }
@@ -89,13 +100,14 @@ pub struct Explanation {
     pub context_chars: usize,
     /// Characters of the whole prompt.
     pub prompt_chars: usize,
-    /// Selected items, oldest first.
+    /// Selected items: the quoted reply and topic root blocks, then the thread, then the
+    /// pending history, each oldest said first.
     pub selected: Vec<SelectedItem>,
     /// Excluded items with reasons.
     pub excluded: Vec<ExcludedItem>,
     /// Counts, budgets, which budget cut, topic-root and quote handling.
     pub diagnostics: serde_json::Value,
-    pub created_at: crate::util::UnixMs,
+    pub created_at: UnixMs,
     /// What became of the turn that made this decision (absent for decisions recorded
     /// before turns were persisted).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -213,6 +225,17 @@ pub fn render_text(e: &Explanation) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn items_of_decisions_recorded_before_they_carried_a_time_still_read() {
+        let old = r#"[{"item_id":1,"item_type":"human_message","author_label":"A","chars":1,
+                      "preview":"a","truncated":false}]"#;
+        let items: Vec<SelectedItem> = serde_json::from_str(old).expect("reads");
+        assert_eq!(items[0].created_at, None);
+        let old = r#"[{"item_id":2,"item_type":"agent_output","reason":"own_output"}]"#;
+        let items: Vec<ExcludedItem> = serde_json::from_str(old).expect("reads");
+        assert_eq!(items[0].created_at, None);
+    }
 
     #[test]
     fn previews_are_one_line_and_bounded() {

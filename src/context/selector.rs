@@ -7,17 +7,22 @@
 //! * `shared`: the topic root, the discussion, and other profiles' agent outputs under the
 //!   same root; `owner_only`: other profiles' agent outputs and this profile's topic root;
 //! * never this bridge's own outputs;
-//! * oldest → newest, then the oldest are trimmed until both the item limit and the
-//!   character budget hold;
+//! * oldest → newest in the order things were said ([`said_order`]), then the oldest are
+//!   trimmed until both the item limit and the character budget hold;
 //! * agent outputs over `max_agent_output_chars` carry the truncated text and a flag.
 //!
 //! Pending-history mode: what this profile observed in the history scope since the last
-//! accepted turn, in arrival order with senders, at most 50 (oldest dropped).
+//! accepted turn, in the order it was said, with senders, at most 50 (oldest dropped).
+//!
+//! Said order, not record order: bots record a thread independently and chats are
+//! processed side by side, so one bot's answer can be recorded before another bot
+//! records the question it answers. Feishu's create time is the one clock every record
+//! of a message shares.
 
 use serde::Serialize;
 
 use super::kinds::{Exclusion, ItemType};
-use crate::config::WorkspaceMode;
+use crate::{config::WorkspaceMode, util::UnixMs};
 
 /// A recorded item the selector may pick (the store maps its rows to it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +30,9 @@ pub struct Candidate {
     pub item_id: i64,
     /// Its event id (write order).
     pub event_id: i64,
+    /// When its message was said: Feishu's create time (for the bridge's own answers,
+    /// the one the send API returned).
+    pub created_at: UnixMs,
     /// What the item is.
     pub item_type: ItemType,
     pub bot_profile: String,
@@ -66,6 +74,8 @@ pub struct Selected {
     pub item_id: i64,
     /// The message whose text this is (a recall of it must reach the decision).
     pub message_id: String,
+    /// When that message was said.
+    pub created_at: UnixMs,
     /// What the item is.
     pub item_type: ItemType,
     pub author_label: String,
@@ -83,6 +93,8 @@ pub struct Excluded {
     pub item_type: ItemType,
     /// Why it was left out.
     pub reason: Exclusion,
+    /// When its message was said.
+    pub created_at: UnixMs,
 }
 
 /// Counts and budgets of one selection.
@@ -110,9 +122,10 @@ pub struct Diagnostics {
 /// The result.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Selection {
-    /// Selected, oldest first.
+    /// Selected, oldest first (in [`said_order`]).
     pub selected: Vec<Selected>,
-    /// Not selected, with reasons.
+    /// Not selected, with reasons: those the rules left out, then those the item limit
+    /// and then the character budget trimmed, each group in said order.
     pub excluded: Vec<Excluded>,
     /// Counts.
     pub diagnostics: Diagnostics,
@@ -200,7 +213,7 @@ pub fn select_thread(req: &Request<'_>, mut candidates: Vec<Candidate>) -> Selec
 pub const PENDING_CAP: usize = 50;
 
 /// Selects pending history: `candidates` are the scope's observed messages after the
-/// watermark (any order); the newest [`PENDING_CAP`] are kept in arrival order.
+/// watermark (any order); the newest [`PENDING_CAP`] are kept in said order.
 pub fn select_pending(
     req: &Request<'_>,
     mut candidates: Vec<Candidate>,
@@ -242,7 +255,14 @@ pub fn select_pending(
     }
 }
 
-/// Sorts `candidates` into arrival order and splits them into the eligible and the
+/// The order things were said in: Feishu's create time, then the message id (compared
+/// as bytes, as both databases order it), then the record's id (one message's records
+/// stay in write order). A total order: any input order sorts the same.
+pub fn said_order(c: &Candidate) -> (UnixMs, &str, i64) {
+    (c.created_at, c.message_id.as_str(), c.event_id)
+}
+
+/// Sorts `candidates` into said order and splits them into the eligible and the
 /// excluded: first by the rules every selection shares (a command carries no context, a
 /// recalled message is gone, a turn's own request is not its context), then by `why`.
 fn sift<'a>(
@@ -250,7 +270,7 @@ fn sift<'a>(
     candidates: &'a mut [Candidate],
     why: impl Fn(&Candidate) -> Option<Exclusion>,
 ) -> (Vec<&'a Candidate>, Vec<Excluded>) {
-    candidates.sort_by_key(|c| c.event_id);
+    candidates.sort_by(|a, b| said_order(a).cmp(&said_order(b)));
     let mut eligible = Vec::new();
     let mut excluded = Vec::new();
     for c in candidates.iter() {
@@ -275,6 +295,7 @@ fn selected(c: &Candidate, text: String, truncated: bool) -> Selected {
     Selected {
         item_id: c.item_id,
         message_id: c.message_id.clone(),
+        created_at: c.created_at,
         item_type: c.item_type,
         author_label: c.author_label.clone(),
         text,
@@ -286,11 +307,13 @@ fn total_chars(items: &[Selected]) -> usize {
     items.iter().map(|s| s.text.chars().count()).sum()
 }
 
-fn exclusion(c: &Candidate, reason: Exclusion) -> Excluded {
+/// `c`, left out for `reason`.
+pub fn exclusion(c: &Candidate, reason: Exclusion) -> Excluded {
     Excluded {
         item_id: c.item_id,
         item_type: c.item_type,
         reason,
+        created_at: c.created_at,
     }
 }
 
@@ -299,6 +322,7 @@ fn dropped(s: &Selected, reason: Exclusion) -> Excluded {
         item_id: s.item_id,
         item_type: s.item_type,
         reason,
+        created_at: s.created_at,
     }
 }
 
@@ -310,6 +334,7 @@ mod tests {
         Candidate {
             item_id: id,
             event_id: id,
+            created_at: UnixMs(1_000 * id),
             item_type: ItemType::parse(item_type).expect("a known item type"),
             bot_profile: profile.into(),
             bridge_id: format!("cli_{profile}"),
@@ -414,6 +439,75 @@ mod tests {
         let s = select_thread(&r, vec![cand(2, "human_message", "coder", "x")]);
         assert!(s.selected.is_empty());
         assert_eq!(s.excluded[0].reason, "command");
+    }
+
+    /// Every order of `items`.
+    fn permutations<T: Clone>(items: &[T]) -> Vec<Vec<T>> {
+        if items.len() <= 1 {
+            return vec![items.to_vec()];
+        }
+        let mut out = Vec::new();
+        for i in 0..items.len() {
+            let mut rest = items.to_vec();
+            let first = rest.remove(i);
+            for mut p in permutations(&rest) {
+                p.insert(0, first.clone());
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_input_order_selects_the_same_in_said_order() {
+        let said =
+            |event_id: i64, ms: i64, message_id: &str, item_type: &str, profile: &str| Candidate {
+                created_at: UnixMs(ms),
+                message_id: message_id.into(),
+                ..cand(event_id, item_type, profile, message_id)
+            };
+        // Record order is not said order: the planner's answer (event 2) was recorded
+        // before the questions it answers (events 5 and 6), and the planner's copy of
+        // one of them (event 3) too. Two questions were said in the same millisecond:
+        // their message ids, compared as bytes, order them ("om_B" < "om_a").
+        let candidates = vec![
+            said(1, 1_000, "om_root", "topic_root", "coder"),
+            said(2, 3_000, "om_answer", "agent_output", "planner"),
+            said(3, 2_000, "om_a", "human_message", "planner"),
+            said(4, 2_500, "om_mine", "agent_output", "coder"),
+            said(5, 2_000, "om_a", "human_message", "coder"),
+            said(6, 2_000, "om_B", "human_message", "coder"),
+        ];
+        let mut r = req(WorkspaceMode::Shared);
+        r.limit = 3;
+        let first = select_thread(&r, candidates.clone());
+        assert_eq!(ids(&first), [6, 5, 2], "questions, then the answer");
+        let times: Vec<_> = first.selected.iter().map(|s| s.created_at.0).collect();
+        assert_eq!(times, [2_000, 2_000, 3_000]);
+        let reasons: Vec<_> = first
+            .excluded
+            .iter()
+            .map(|e| (e.item_id, e.reason.as_str()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [(3, "other_profile"), (4, "own_output"), (1, "limit")],
+            "the oldest said is trimmed"
+        );
+        let history = select_pending(&r, candidates.clone(), &[]);
+        assert_eq!(
+            ids(&history),
+            [1, 6, 3, 5, 4, 2],
+            "one message's records by id"
+        );
+        let orders = permutations(&candidates);
+        assert_eq!(orders.len(), 720);
+        for order in orders {
+            let events: Vec<_> = order.iter().map(|c| c.event_id).collect();
+            let pending = select_pending(&r, order.clone(), &[]);
+            assert_eq!(pending, history, "input order {events:?}");
+            assert_eq!(select_thread(&r, order), first, "input order {events:?}");
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::reply::{Content, Destination};
+use super::reply::{Content, Destination, Sent};
 use crate::{
     store::{NewOutbound, OutboundStore, ReplyKind, StoreError},
     util::UnixMs,
@@ -88,11 +88,11 @@ impl OutboundError {
 /// Where replies go.
 #[async_trait]
 pub trait Outbound: Send + Sync {
-    /// Sends (or records) one reply; returns the sent message's id (`rec_<n>` when it
-    /// was only recorded).
-    async fn send(&self, reply: Reply) -> Result<String, OutboundError>;
-    /// Posts a card; returns its message id.
-    async fn send_card(&self, card: CardReply) -> Result<String, OutboundError>;
+    /// Sends (or records) one reply; returns its (first) message: the id (`rec_<n>` when
+    /// it was only recorded) and the create time Feishu gave it.
+    async fn send(&self, reply: Reply) -> Result<Sent, OutboundError>;
+    /// Posts a card; returns its message.
+    async fn send_card(&self, card: CardReply) -> Result<Sent, OutboundError>;
     /// Replaces a posted card's content.
     async fn update_card(&self, update: CardUpdate<'_>) -> Result<(), OutboundError>;
 }
@@ -124,7 +124,7 @@ impl RecordingOutbound {
 
 #[async_trait]
 impl Outbound for RecordingOutbound {
-    async fn send(&self, reply: Reply) -> Result<String, OutboundError> {
+    async fn send(&self, reply: Reply) -> Result<Sent, OutboundError> {
         let id = self
             .store
             .record_outbound(&NewOutbound {
@@ -137,10 +137,10 @@ impl Outbound for RecordingOutbound {
             })
             .await?;
         tracing::info!(profile = %reply.profile, chat_id = %reply.chat_id, reply_to = ?reply.reply_to, kind = %reply.kind, outbound_id = id, "reply recorded");
-        Ok(format!("rec_{id}"))
+        Ok(Sent::unstamped(format!("rec_{id}")))
     }
 
-    async fn send_card(&self, card: CardReply) -> Result<String, OutboundError> {
+    async fn send_card(&self, card: CardReply) -> Result<Sent, OutboundError> {
         self.send(card.as_reply()).await
     }
 
@@ -244,7 +244,7 @@ fn part_uuid(reply: &Reply, part: usize) -> String {
 
 #[async_trait]
 impl Outbound for FeishuOutbound {
-    async fn send(&self, reply: Reply) -> Result<String, OutboundError> {
+    async fn send(&self, reply: Reply) -> Result<Sent, OutboundError> {
         let Some(client) = self.sender(&reply.profile) else {
             return self.recording.send(reply).await;
         };
@@ -259,7 +259,7 @@ impl Outbound for FeishuOutbound {
             self.pacer.wait(&reply.chat_id).await;
             let uuid = part_uuid(&reply, i);
             let to = Destination::of(reply.reply_to.as_deref(), &reply.chat_id, reply.in_thread);
-            let id = client
+            let sent = client
                 .post(to, Content::Text(&part), &uuid)
                 .await
                 .map_err(OutboundError::Api)?;
@@ -271,24 +271,25 @@ impl Outbound for FeishuOutbound {
                     })
                     .await,
             );
-            first.get_or_insert(id);
+            first.get_or_insert(sent);
         }
-        Ok(first.unwrap_or_default())
+        // The answer is where its first part is.
+        Ok(first.unwrap_or_else(|| Sent::unstamped("")))
     }
 
-    async fn send_card(&self, card: CardReply) -> Result<String, OutboundError> {
+    async fn send_card(&self, card: CardReply) -> Result<Sent, OutboundError> {
         let Some(client) = self.sender(&card.profile) else {
             return self.recording.send_card(card).await;
         };
         self.pacer.wait(&card.chat_id).await;
         let uuid = part_uuid(&card.as_reply(), 0);
         let to = Destination::of(card.reply_to.as_deref(), &card.chat_id, card.in_thread);
-        let id = client
+        let sent = client
             .post(to, Content::Card(&card.card), &uuid)
             .await
             .map_err(OutboundError::Api)?;
         self.recorded(self.recording.send_card(card).await);
-        Ok(id)
+        Ok(sent)
     }
 
     async fn update_card(&self, update: CardUpdate<'_>) -> Result<(), OutboundError> {
@@ -305,7 +306,7 @@ impl Outbound for FeishuOutbound {
 impl FeishuOutbound {
     /// The record of a posted message is for operators: failing to write it (a full
     /// disk) must not make a reply that Feishu posted look unsent, and be sent again.
-    fn recorded(&self, record: Result<String, OutboundError>) {
+    fn recorded(&self, record: Result<Sent, OutboundError>) {
         if let Err(e) = record {
             tracing::warn!(error = %e, "a posted reply was not recorded");
         }

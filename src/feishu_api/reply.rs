@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{FeishuClient, OpenApiError, client::decode};
+use crate::util::UnixMs;
 
 /// Largest text sent in one message. Feishu allows 150 KB of text; staying far below it
 /// keeps messages readable and clear of the request-size limit.
@@ -41,6 +42,51 @@ struct SendAnswer {
 struct SentMessage {
     #[serde(default)]
     message_id: String,
+    /// Milliseconds since the epoch, as a string; read as any JSON value so that an
+    /// unexpected shape costs the time, never the answer of a message already posted.
+    #[serde(default)]
+    create_time: Option<serde_json::Value>,
+}
+
+/// A message the Open API created: its id, and when Feishu says it was sent (the time
+/// the thread shows it at, so the bridge's record of its own answer sorts where Feishu
+/// put it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    /// `om_…` (`rec_<n>` for a reply only recorded).
+    pub message_id: String,
+    /// Feishu's `create_time`; `None` when the answer had none that could be read.
+    pub create_time: Option<UnixMs>,
+}
+
+impl Sent {
+    /// A message known by its id alone.
+    pub fn unstamped(message_id: impl Into<String>) -> Self {
+        Self {
+            message_id: message_id.into(),
+            create_time: None,
+        }
+    }
+}
+
+impl From<SentMessage> for Sent {
+    fn from(m: SentMessage) -> Self {
+        Self {
+            message_id: m.message_id,
+            create_time: m.create_time.as_ref().and_then(millis),
+        }
+    }
+}
+
+/// A `create_time` as Feishu writes it (a string of milliseconds; a plain number is
+/// taken too); anything else, or a time not after the epoch, is no time.
+fn millis(v: &serde_json::Value) -> Option<UnixMs> {
+    let ms = match v {
+        serde_json::Value::String(s) => s.trim().parse::<i64>().ok(),
+        serde_json::Value::Number(n) => n.as_i64(),
+        _ => None,
+    }?;
+    (ms > 0).then_some(UnixMs(ms))
 }
 
 /// Where a message goes.
@@ -91,13 +137,13 @@ impl Content<'_> {
 
 impl FeishuClient {
     /// Posts `content` to `to`. `uuid` makes a retried send post at most once (Feishu
-    /// keeps it for an hour). Returns the new message's id.
+    /// keeps it for an hour). Returns the new message's id and create time.
     pub async fn post(
         &self,
         to: Destination<'_>,
         content: Content<'_>,
         uuid: &str,
-    ) -> Result<String, OpenApiError> {
+    ) -> Result<Sent, OpenApiError> {
         let (msg_type, content) = content.encode();
         let mut body = json!({
             "msg_type": msg_type,
@@ -128,15 +174,15 @@ impl FeishuClient {
 
     /// Sends `body` with the tenant token, retrying rate limits (honouring
     /// `x-ogw-ratelimit-reset`) and refreshing the token once on 99991663. Returns the
-    /// message id of the answer's `data`, when it has one. Failures name `endpoint`
-    /// (method and path template), never `url`.
+    /// message of the answer's `data` (an empty id when it has none). Failures name
+    /// `endpoint` (method and path template), never `url`.
     pub(super) async fn send_with_retries(
         &self,
         method: reqwest::Method,
         endpoint: &'static str,
         url: &str,
         body: &serde_json::Value,
-    ) -> Result<String, OpenApiError> {
+    ) -> Result<Sent, OpenApiError> {
         let mut refreshed = false;
         let mut attempt = 0;
         loop {
@@ -161,7 +207,7 @@ impl FeishuClient {
                 .map_err(|e| OpenApiError::transport(endpoint, e))?;
             let answer: SendAnswer = decode(endpoint, &bytes)?;
             if answer.code == 0 {
-                return Ok(answer.data.map(|d| d.message_id).unwrap_or_default());
+                return Ok(answer.data.map_or_else(|| Sent::unstamped(""), Sent::from));
             }
             if answer.code == 99991663 && !refreshed {
                 // The token expired early: drop it and ask for a new one, once.
@@ -254,6 +300,28 @@ pub fn split(text: &str, max: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sent(data: serde_json::Value) -> Sent {
+        serde_json::from_value::<SentMessage>(data)
+            .expect("decodes")
+            .into()
+    }
+
+    #[test]
+    fn a_sent_message_carries_feishus_create_time_when_it_can_be_read() {
+        let at = |create_time: serde_json::Value| {
+            sent(json!({"message_id": "om_1", "create_time": create_time})).create_time
+        };
+        assert_eq!(at(json!("1700000000123")), Some(UnixMs(1_700_000_000_123)));
+        assert_eq!(
+            at(json!(1_700_000_000_123_i64)),
+            Some(UnixMs(1_700_000_000_123))
+        );
+        for unreadable in [json!("soon"), json!(""), json!("0"), json!(null), json!({})] {
+            assert_eq!(at(unreadable.clone()), None, "{unreadable}");
+        }
+        assert_eq!(sent(json!({"message_id": "om_2"})), Sent::unstamped("om_2"));
+    }
 
     #[test]
     fn short_text_is_one_part() {

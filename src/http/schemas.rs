@@ -20,6 +20,10 @@ pub struct SelectedItemSchema {
     preview: String,
     /// Cut to `max_agent_output_chars` (or the quoted-reply budget).
     truncated: bool,
+    /// When its message was said: Unix ms, Feishu's create time (for a bot's answer, the
+    /// one the send API returned). Null for the quoted reply and topic root blocks, and
+    /// in decisions recorded before items carried it.
+    created_at: Option<i64>,
 }
 
 /// An excluded item as explained.
@@ -32,6 +36,9 @@ pub struct ExcludedItemSchema {
     /// `limit`, `chars`, `own_output`, `same_turn_request`, `recalled`, `mode`,
     /// `other_profile`, `command`, `in_thread_context`, `topic_root_block`.
     reason: String,
+    /// When its message was said: Unix ms, Feishu's create time. Null in decisions
+    /// recorded before items carried it.
+    created_at: Option<i64>,
 }
 
 /// What became of a decision's turn.
@@ -73,7 +80,8 @@ pub struct ExplanationSchema {
     context_chars: usize,
     /// Characters of the whole prompt.
     prompt_chars: usize,
-    /// Selected items, oldest first.
+    /// Selected items: the quoted reply and topic root blocks, then the thread, then the
+    /// pending history, each in the order it was said (create time, then message id).
     selected: Vec<SelectedItemSchema>,
     /// Excluded items with reasons.
     excluded: Vec<ExcludedItemSchema>,
@@ -125,11 +133,13 @@ mod tests {
             chars: 2,
             preview: "hi".into(),
             truncated: false,
+            created_at: Some(crate::util::UnixMs(1)),
         };
         let excluded = ExcludedItem {
             item_id: 2,
             item_type: "agent_output".into(),
             reason: "own_output".into(),
+            created_at: Some(crate::util::UnixMs(1)),
         };
         let turn = TurnOutcome {
             turn_id: "turn_1".into(),

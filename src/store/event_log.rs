@@ -131,6 +131,7 @@ pub struct ContextEventRow {
     /// Text ('' once recalled).
     pub text: String,
     pub recalled: bool,
+    /// When the message was said: Feishu's create time.
     pub created_at: UnixMs,
     /// Item id, when the event has one.
     pub item_id: Option<i64>,
@@ -179,23 +180,26 @@ pub trait EventLog: Send + Sync + 'static {
         message_id: &str,
         profile: Option<&str>,
     ) -> Result<Vec<VerdictRow>, StoreError>;
-    /// A thread's event log as one profile recorded it, in write order.
+    /// A thread's event log as one profile recorded it, in said order (Feishu's create
+    /// time, then message id, then record id).
     async fn thread_events(
         &self,
         thread: ProfileThread<'_>,
     ) -> Result<Vec<ContextEventRow>, StoreError>;
-    /// Every event-log record of a message, all profiles.
+    /// Every event-log record of a message, all profiles, in said order.
     async fn message_events(&self, message_id: &str) -> Result<Vec<ContextEventRow>, StoreError>;
     /// Writes event-log records without a verdict (agent outputs).
     async fn record_events(&self, events: &[NewContextEvent]) -> Result<(), StoreError>;
-    /// The newest `window` items of a thread that this profile may consider: its own
-    /// topic-root and discussion records and every profile's agent outputs.
+    /// The newest `window` items of a thread that this profile may consider, by said
+    /// order: its own topic-root and discussion records and every profile's agent
+    /// outputs.
     async fn thread_candidates(
         &self,
         thread: ProfileThread<'_>,
         window: i64,
     ) -> Result<Vec<Candidate>, StoreError>;
-    /// The newest `cap` items observed in a history scope after its watermark.
+    /// The newest `cap` items observed in a history scope after its watermark (a record
+    /// id: newest by record order).
     async fn pending_candidates(
         &self,
         profile: &str,

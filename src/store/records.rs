@@ -41,6 +41,8 @@ pub struct NewContextEvent {
     pub text: String,
     /// Non-text facts (message type, mentions, parent id).
     pub metadata_json: String,
+    /// When the message was said: Feishu's create time (of the message received, or of
+    /// the answer sent; now when Feishu gave none). Threads are read in this order.
     pub created_at: UnixMs,
     /// The selector's unit, for item-producing event types.
     pub item: Option<NewItem>,

@@ -24,7 +24,7 @@ use crate::{
     feishu_api::{
         identity::Identities,
         outbound::{CardUpdate, Outbound, OutboundError},
-        reply::split,
+        reply::{Sent, split},
     },
     store::{
         NewContextEvent, NewItem, ReplyKind, StoreError, TurnCompletion, TurnState, TurnStore,
@@ -102,17 +102,17 @@ impl Deliverer {
         Some(card)
     }
 
-    /// Posts the answer and records it. `card_id` is the turn's streaming card, if any.
+    /// Posts the answer and records it. `card` is the turn's streaming card, if any.
     pub(super) async fn deliver(
         &self,
         job: &TurnJob,
-        card_id: Option<&str>,
+        card: Option<&Sent>,
         answer: &str,
         topic_root_delivered: Option<(String, String, String)>,
     ) -> Result<(), TurnError> {
-        let reply_id = match card_id {
-            Some(card_id) => match self.finish_card(job, card_id, answer).await {
-                Ok(()) => card_id.to_string(),
+        let reply = match card {
+            Some(card) => match self.finish_card(job, &card.message_id, answer).await {
+                Ok(()) => card.clone(),
                 Err(e) => {
                     tracing::warn!(turn_id = %job.turn_id, error = %e, "final card update failed; answering with text");
                     self.send_answer(job, answer).await?
@@ -122,8 +122,8 @@ impl Deliverer {
         };
         let completion = TurnCompletion {
             turn_id: job.turn_id.clone(),
-            reply_message_id: reply_id.clone(),
-            output_event: self.output_event(job, &reply_id, answer),
+            output_event: self.output_event(job, &reply, answer),
+            reply_message_id: reply.message_id,
             topic_root_delivered,
             now: UnixMs::now(),
         };
@@ -136,7 +136,7 @@ impl Deliverer {
 
     /// Posts (or records) the answer; a reply the database failed to record is sent
     /// again with the same uuids once it is back, so Feishu posts it once.
-    async fn send_answer(&self, job: &TurnJob, answer: &str) -> Result<String, OutboundError> {
+    async fn send_answer(&self, job: &TurnJob, answer: &str) -> Result<Sent, OutboundError> {
         persist(&self.shutdown, "reply", &job.turn_id, || {
             let reply = ReplyTo::of(job).reply(ReplyKind::Answer, answer.to_string());
             self.outbound.send(reply)
@@ -211,8 +211,10 @@ impl Deliverer {
     }
 
     /// The answer as this profile's `agent_output`, so the other bots in the thread see
-    /// it next time (truncated over `max_agent_output_chars`, flagged).
-    fn output_event(&self, job: &TurnJob, reply_id: &str, answer: &str) -> NewContextEvent {
+    /// it next time (truncated over `max_agent_output_chars`, flagged). It was said when
+    /// Feishu says its message was created — the time every other bot's record of the
+    /// thread uses too — or, when the send answered no time, now.
+    fn output_event(&self, job: &TurnJob, reply: &Sent, answer: &str) -> NewContextEvent {
         let (text, truncated) = truncate(answer, self.config.context.max_agent_output_chars);
         let actor = self
             .identities
@@ -223,7 +225,7 @@ impl Deliverer {
             chat_type: job.chat_type,
             root_msg_id: job.root_msg_id.clone(),
             thread_id: job.thread_id.clone(),
-            message_id: reply_id.to_string(),
+            message_id: reply.message_id.clone(),
             event_type: EventType::AgentOutput,
             actor_type: "bot".into(),
             actor_id: actor,
@@ -240,7 +242,7 @@ impl Deliverer {
                 "turn_id": job.turn_id,
             })
             .to_string(),
-            created_at: UnixMs::now(),
+            created_at: reply.create_time.unwrap_or_else(UnixMs::now),
             item: (!job.is_dm).then(|| NewItem {
                 item_type: ItemType::AgentOutput,
                 role: Role::Bot,

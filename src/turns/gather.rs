@@ -84,7 +84,9 @@ impl Gathered {
         self.thread.selected.iter().chain(&self.history.selected)
     }
 
-    /// Selected items for the explain record, quoted reply and topic root included.
+    /// Selected items for the explain record: the quoted reply and topic root blocks (no
+    /// time: they stand outside the thread), then the thread, then the pending history,
+    /// each in said order.
     pub fn selected_items(&self) -> Vec<SelectedItem> {
         let mut out = Vec::new();
         if let Some((q, cut)) = &self.quoted {
@@ -95,6 +97,7 @@ impl Gathered {
                 chars: q.chars().count(),
                 preview: preview(q, 80),
                 truncated: *cut,
+                created_at: None,
             });
         }
         if let Some(r) = &self.topic_root {
@@ -105,6 +108,7 @@ impl Gathered {
                 chars: r.chars().count(),
                 preview: preview(r, 80),
                 truncated: false,
+                created_at: None,
             });
         }
         out.extend(self.selected().map(SelectedItem::from));
@@ -276,13 +280,11 @@ impl Gatherer {
                 });
             g.thread = selector::select_thread(&req, candidates);
             // The root already has its own block: not again as a thread item.
-            g.thread
-                .excluded
-                .extend(in_block.iter().map(|c| selector::Excluded {
-                    item_id: c.item_id,
-                    item_type: c.item_type,
-                    reason: Exclusion::TopicRootBlock,
-                }));
+            g.thread.excluded.extend(
+                in_block
+                    .iter()
+                    .map(|c| selector::exclusion(c, Exclusion::TopicRootBlock)),
+            );
         }
         if history_on {
             let cap = i64::try_from(selector::PENDING_CAP + 1).unwrap_or(51);

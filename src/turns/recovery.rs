@@ -13,7 +13,10 @@ use super::{
     queue::SessionQueues,
     runner::TurnRunner,
 };
-use crate::store::{StoreError, TurnRow, TurnState};
+use crate::{
+    feishu_api::reply::Sent,
+    store::{StoreError, TurnRow, TurnState},
+};
 
 /// What recovery found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -88,10 +91,9 @@ impl Recovery {
     async fn resume(&self, row: TurnRow, job: TurnJob) {
         let output = row.output.clone().unwrap_or_default();
         let deliverer = self.runner.deliverer();
-        let outcome = match deliverer
-            .deliver(&job, row.card_message_id.as_deref(), &output, None)
-            .await
-        {
+        // The card's create time was not kept: the answer is stamped when delivered.
+        let card = row.card_message_id.clone().map(Sent::unstamped);
+        let outcome = match deliverer.deliver(&job, card.as_ref(), &output, None).await {
             Ok(()) => Outcome::Delivered,
             Err(e) => {
                 tracing::error!(turn_id = %row.turn_id, error = %e, "stored answer not delivered");

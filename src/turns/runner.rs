@@ -19,7 +19,7 @@ use super::{
 use crate::{
     agent::{Agent, AgentError, AgentTurn, ContextItem, EchoAgent, PastTurn, TurnSender},
     config::Config,
-    feishu_api::{FeishuClient, identity::Identities, outbound::Outbound},
+    feishu_api::{FeishuClient, identity::Identities, outbound::Outbound, reply::Sent},
     store::{
         HistoryQuery, SessionRow, SessionStore, StartedTurn, Store, TurnStart, TurnState, TurnStore,
     },
@@ -91,8 +91,8 @@ struct Started {
 /// What the agent did with a turn; `None` when the turn was cancelled first.
 struct Asked {
     answer: Option<Result<String, AgentError>>,
-    /// The streaming card's message id and the text it showed last.
-    card: Option<(String, String)>,
+    /// The streaming card's message and the text it showed last.
+    card: Option<(Sent, String)>,
 }
 
 impl TurnRunner {
@@ -404,7 +404,7 @@ impl TurnRunner {
         let card = asked
             .card
             .as_ref()
-            .map(|(id, text)| (id.as_str(), text.as_str()));
+            .map(|(sent, text)| (sent.message_id.as_str(), text.as_str()));
         match asked.answer {
             None => self.end_cancelled(job, card).await,
             Some(Err(e)) => {
@@ -433,9 +433,9 @@ impl TurnRunner {
                             s.session.session_id.clone(),
                         )
                     });
-                let card_id = card.map(|(id, _)| id);
+                let posted = asked.card.as_ref().map(|(sent, _)| sent);
                 self.deliverer
-                    .deliver(job, card_id, &answer, root_delivered)
+                    .deliver(job, posted, &answer, root_delivered)
                     .await?;
                 Ok(Outcome::Answered)
             }

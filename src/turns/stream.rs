@@ -11,7 +11,10 @@ use super::{
     card::{CARD_TEXT_MAX, CardState, answer_card},
     job::{ReplyTo, TurnJob},
 };
-use crate::feishu_api::outbound::{CardReply, CardUpdate, Outbound};
+use crate::feishu_api::{
+    outbound::{CardReply, CardUpdate, Outbound},
+    reply::Sent,
+};
 
 /// Fewest milliseconds between two updates of one card. Feishu allows 5 updates per
 /// second per message; this stays well below, leaving room for the final update.
@@ -19,7 +22,8 @@ pub const MIN_UPDATE_INTERVAL_MS: u64 = 200;
 
 /// A posted card and the task keeping it current.
 pub(super) struct StreamCard {
-    message_id: String,
+    /// The card's message (its create time is where the answer sits in the thread).
+    posted: Sent,
     stop: CancellationToken,
     task: JoinHandle<()>,
 }
@@ -44,8 +48,8 @@ impl StreamCard {
                 text: String::new(),
             })
             .await;
-        let message_id = match posted {
-            Ok(id) => id,
+        let posted = match posted {
+            Ok(sent) => sent,
             Err(e) => {
                 tracing::warn!(turn_id = %job.turn_id, error = %e, "streaming card not posted; the answer will come as text");
                 return None;
@@ -55,31 +59,27 @@ impl StreamCard {
         let task = tokio::spawn(keep_current(
             outbound.clone(),
             job.clone(),
-            message_id.clone(),
+            posted.message_id.clone(),
             partial.subscribe(),
             interval,
             stop.clone(),
         ));
-        Some(Self {
-            message_id,
-            stop,
-            task,
-        })
+        Some(Self { posted, stop, task })
     }
 
     /// The card's message id.
     pub(super) fn message_id(&self) -> &str {
-        &self.message_id
+        &self.posted.message_id
     }
 
-    /// Stops the updates (after the one in flight) and returns the card's message id.
-    pub(super) async fn finish(self) -> String {
+    /// Stops the updates (after the one in flight) and returns the card's message.
+    pub(super) async fn finish(self) -> Sent {
         self.stop.cancel();
         if let Err(e) = self.task.await {
             // The updater only logs; a panic in it leaves the final update to the caller.
             tracing::warn!(error = %e, "card updater ended abnormally");
         }
-        self.message_id
+        self.posted
     }
 }
 

@@ -155,6 +155,16 @@ async fn streamed_answer(db: TestDb) {
     assert_eq!(row.state, "succeeded", "{:?}", row.error);
     assert_eq!(row.output.as_deref(), Some("Hello wide world"));
     assert_eq!(row.reply_message_id.as_deref(), Some(card_id));
+    let output = app.planner_outputs().await;
+    let said = output
+        .iter()
+        .map(|r| Some(r.created_at.millis()))
+        .collect::<Vec<_>>();
+    assert_eq!(
+        said,
+        [fake.state.created_at(card_id)],
+        "the answer sits where Feishu put its card"
+    );
     let patches = fake.state.patches.lock().expect("lock").clone();
     let texts: Vec<String> = patches
         .iter()

@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod connections;
 mod context;
+mod context_order;
 mod errors;
 mod explain;
 mod full_loop;

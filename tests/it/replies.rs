@@ -2,6 +2,8 @@
 
 use std::sync::atomic::Ordering;
 
+use feishu_bridge::util::UnixMs;
+
 use crate::{
     both_backends,
     support::{TestApp, TestDb, config, config_toml, fake_feishu::FakeFeishu, feishu::Msg},
@@ -71,6 +73,28 @@ async fn replies_in_thread(db: TestDb) {
 both_backends!(
     answers_are_replied_in_the_thread_with_retries_on_rate_limits,
     replies_in_thread
+);
+
+async fn sent_answer_stamped(db: TestDb) {
+    let fake = FakeFeishu::planner().await;
+    // Feishu's clock, not the bridge's: the answer was created a minute from now.
+    let feishu_time = feishu_bridge::util::now_ms() + 60_000;
+    *fake.state.create_time.lock().expect("lock") = Some(feishu_time);
+    let text = config_toml(&db, &fake.profile_keys());
+    let mut app = TestApp::spawn(config(&text)).await;
+    let ask = Msg::group("om_q", "hello").at_bot().in_thread("om_root");
+    assert_eq!(app.ask(&ask).await, "answered");
+    let outputs = app.planner_outputs().await;
+    let stamped: Vec<_> = outputs
+        .iter()
+        .map(|r| (r.message_id.as_str(), r.created_at))
+        .collect();
+    assert_eq!(stamped, [("om_bot_reply_1", UnixMs(feishu_time))]);
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    a_sent_answer_is_recorded_at_the_create_time_feishu_gave_it,
+    sent_answer_stamped
 );
 
 async fn dry_run_records(db: TestDb) {

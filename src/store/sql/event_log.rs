@@ -34,15 +34,21 @@ pub(crate) const EVENT_COLUMNS: &str = "e.id, e.chat_id, e.root_msg_id, e.messag
      e.actor_type, e.actor_id, e.bot_profile, e.bridge_id, e.session_name, e.history_scope, e.text, \
      e.recalled, e.created_at, i.id AS item_id, i.author_label, i.text AS item_text";
 
+/// Event-log records matching `where_clause`, in said order: when the message was said
+/// (Feishu's create time), then its id, then the record's id (see
+/// [`crate::context::selector::said_order`]; message ids compare as bytes on both
+/// backends).
 pub(crate) fn select_events(where_clause: &str) -> String {
     format!(
         "SELECT {EVENT_COLUMNS} FROM thread_context_events e \
-         LEFT JOIN thread_context_items i ON i.event_id = e.id WHERE {where_clause} ORDER BY e.id"
+         LEFT JOIN thread_context_items i ON i.event_id = e.id WHERE {where_clause} \
+         ORDER BY e.created_at, e.message_id, e.id"
     )
 }
 
-pub(crate) const CANDIDATE_COLUMNS: &str = "i.id AS item_id, e.id AS event_id, i.item_type, \
-     e.bot_profile, e.bridge_id, e.message_id, i.author_label, i.text, i.truncated, e.recalled";
+pub(crate) const CANDIDATE_COLUMNS: &str = "i.id AS item_id, e.id AS event_id, e.created_at, \
+     i.item_type, e.bot_profile, e.bridge_id, e.message_id, i.author_label, i.text, i.truncated, \
+     e.recalled";
 
 /// A candidate item as read: mapped to the selector's own
 /// [`crate::context::selector::Candidate`], which knows nothing of the database.
@@ -50,6 +56,7 @@ pub(crate) const CANDIDATE_COLUMNS: &str = "i.id AS item_id, e.id AS event_id, i
 pub(crate) struct CandidateRow {
     item_id: i64,
     event_id: i64,
+    created_at: crate::util::UnixMs,
     #[sqlx(try_from = "String")]
     item_type: crate::context::kinds::ItemType,
     bot_profile: String,
@@ -77,6 +84,7 @@ impl From<CandidateRow> for crate::context::selector::Candidate {
         Self {
             item_id: r.item_id,
             event_id: r.event_id,
+            created_at: r.created_at,
             item_type: r.item_type,
             bot_profile: r.bot_profile,
             bridge_id: r.bridge_id,
@@ -89,23 +97,28 @@ impl From<CandidateRow> for crate::context::selector::Candidate {
     }
 }
 
-/// The thread's newest items. The thread is selected with row-value ranges rather than
-/// equalities, and ordered by the full `(chat_id, root_msg_id, id)` key: only the
-/// thread index can deliver that order, so a planner cannot walk the primary key
-/// backwards and filter (fast for a busy thread, but a scan of everything written since
-/// for a thread that went quiet). The two ranges together mean exactly
-/// `chat_id = $2 AND root_msg_id = $3`.
+/// The thread's newest items, newest said first (the selector puts them back in said
+/// order). The thread is selected with row-value ranges rather than equalities, and
+/// ordered by the full `(chat_id, root_msg_id, created_at, message_id, id)` key: only the
+/// thread index (`thread_context_events_said`) can deliver that order, so a planner
+/// cannot walk another index backwards and filter (fast for a busy thread, but a scan of
+/// everything written since for a thread that went quiet). The two ranges together mean
+/// exactly `chat_id = $2 AND root_msg_id = $3`.
 pub(crate) fn thread_candidates() -> String {
     format!(
         "SELECT {CANDIDATE_COLUMNS} FROM thread_context_events e \
          JOIN thread_context_items i ON i.event_id = e.id \
          WHERE (e.chat_id, e.root_msg_id) >= ($2, $3) \
-           AND (e.chat_id, e.root_msg_id, e.id) <= ($2, $3, 9223372036854775807) \
+           AND (e.chat_id, e.root_msg_id, e.created_at) <= ($2, $3, 9223372036854775807) \
            AND (e.bot_profile = $1 OR e.event_type = 'agent_output') \
-         ORDER BY e.chat_id DESC, e.root_msg_id DESC, e.id DESC LIMIT $4"
+         ORDER BY e.chat_id DESC, e.root_msg_id DESC, e.created_at DESC, e.message_id DESC, \
+           e.id DESC LIMIT $4"
     )
 }
 
+/// The newest items observed in a history scope after its watermark. Pending history
+/// is "everything recorded since the last accepted turn", so this one reads by record
+/// id, the watermark's own order; the selector puts what it returns in said order.
 pub(crate) fn pending_candidates() -> String {
     format!(
         "SELECT {CANDIDATE_COLUMNS} FROM thread_context_events e \

@@ -19,27 +19,27 @@ use feishu_bridge::{
 
 use super::{
     CHAT, KEY, ROOT, SCOPE, completion, decision, ev, map_session, open, pending, queue, record,
-    reply, reset, route, session, start, start_with, turn, verdict, write,
+    reply, reset, route, said_at, session, start, start_with, turn, verdict, write,
 };
 use crate::{both_backends, support::TestDb};
 
 /// Each row's message id and type.
-fn kinds(rows: &[ContextEventRow]) -> Vec<(&str, EventType)> {
+pub(super) fn kinds(rows: &[ContextEventRow]) -> Vec<(&str, EventType)> {
     rows.iter()
         .map(|r| (r.message_id.as_str(), r.event_type))
         .collect()
 }
 
 /// Each candidate's message id.
-fn messages(candidates: &[Candidate]) -> Vec<&str> {
+pub(super) fn messages(candidates: &[Candidate]) -> Vec<&str> {
     candidates.iter().map(|c| c.message_id.as_str()).collect()
 }
 
-async fn message_events(s: &dyn Store, message_id: &str) -> Vec<ContextEventRow> {
+pub(super) async fn message_events(s: &dyn Store, message_id: &str) -> Vec<ContextEventRow> {
     s.message_events(message_id).await.expect("message events")
 }
 
-async fn thread_events(
+pub(super) async fn thread_events(
     s: &dyn Store,
     profile: &str,
     chat: &str,
@@ -56,7 +56,7 @@ async fn verdicts(s: &dyn Store, message_id: &str, profile: Option<&str>) -> Vec
     s.verdicts(message_id, profile).await.expect("verdicts")
 }
 
-async fn thread_candidates(s: &dyn Store, profile: &str, window: i64) -> Vec<Candidate> {
+pub(super) async fn thread_candidates(s: &dyn Store, profile: &str, window: i64) -> Vec<Candidate> {
     s.thread_candidates(
         feishu_bridge::store::ProfileThread::new(profile, CHAT, ROOT),
         window,
@@ -359,10 +359,10 @@ async fn thread_and_message_reads(db: TestDb) {
         &*s,
         &[
             root,
-            record("a", "om_2", HumanMessage),
-            record("b", "om_2", HumanMessage),
-            record("a", "om_2", UserRequest),
-            record("a", "om_3", AgentOutput),
+            said_at(1_002, record("a", "om_2", HumanMessage)),
+            said_at(1_002, record("b", "om_2", HumanMessage)),
+            said_at(1_002, record("a", "om_2", UserRequest)),
+            said_at(1_003, record("a", "om_3", AgentOutput)),
             elsewhere(CHAT, "om_root2", "om_x"),
             elsewhere("oc_2", ROOT, "om_y"),
         ],
@@ -377,7 +377,7 @@ async fn thread_and_message_reads(db: TestDb) {
             ("om_2", UserRequest),
             ("om_3", AgentOutput),
         ],
-        "this profile's records of this thread, in write order"
+        "this profile's records of this thread, in said order (here also write order)"
     );
     assert!(rows.windows(2).all(|w| w[0].id < w[1].id));
     let with_items: Vec<_> = rows.iter().map(|r| r.item_id.is_some()).collect();
@@ -419,7 +419,7 @@ async fn thread_and_message_reads(db: TestDb) {
     assert_eq!(
         seen,
         [("a", HumanMessage), ("b", HumanMessage), ("a", UserRequest)],
-        "every profile's records, in write order"
+        "every profile's records; one message's, in write order"
     );
     assert!(message_events(&*s, "om_none").await.is_empty());
 }
@@ -455,12 +455,12 @@ async fn candidates_of_a_thread(db: TestDb) {
         &*s,
         &[
             record("a", ROOT, TopicRoot),
-            truncated(record("a", "om_1", HumanMessage)),
-            record("b", "om_1", HumanMessage),
-            record("b", "om_b", AgentOutput),
-            record("a", "om_2", UserRequest),
-            record("a", "om_3", AgentOutput),
-            record("a", "om_4", HumanMessage),
+            said_at(1_001, truncated(record("a", "om_1", HumanMessage))),
+            said_at(1_001, record("b", "om_1", HumanMessage)),
+            said_at(1_002, record("b", "om_b", AgentOutput)),
+            said_at(1_003, record("a", "om_2", UserRequest)),
+            said_at(1_004, record("a", "om_3", AgentOutput)),
+            said_at(1_005, record("a", "om_4", HumanMessage)),
         ],
     )
     .await;
@@ -491,6 +491,7 @@ async fn candidates_of_a_thread(db: TestDb) {
     let expected = Candidate {
         item_id: b_output.item_id.expect("an item"),
         event_id: b_output.id,
+        created_at: UnixMs(1_002),
         item_type: ItemType::AgentOutput,
         bot_profile: "b".into(),
         bridge_id: "cli_b".into(),

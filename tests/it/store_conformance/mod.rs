@@ -11,6 +11,7 @@ mod differences;
 mod event_log;
 mod inbox;
 mod outbound;
+mod said_order;
 mod sessions;
 mod turns;
 
@@ -101,6 +102,14 @@ fn record(profile: &str, message_id: &str, event_type: EventType) -> NewContextE
             token_estimate: 3,
             truncated: false,
         }),
+    }
+}
+
+/// `e`, said at `ms` (its message's create time).
+fn said_at(ms: i64, e: NewContextEvent) -> NewContextEvent {
+    NewContextEvent {
+        created_at: UnixMs(ms),
+        ..e
     }
 }
 

@@ -34,8 +34,11 @@ pub struct FakeState {
     pub messages: Arc<Mutex<HashMap<String, String>>>,
     /// Replies and sends received: (path target, body), one per distinct uuid.
     pub sent: Mutex<Vec<(String, Value)>>,
-    /// uuid → message id already created (Feishu's one-hour idempotency).
-    pub uuids: Mutex<HashMap<String, String>>,
+    /// uuid → (message id, create time) already created (Feishu's one-hour
+    /// idempotency: a repeated send answers the message it created).
+    pub uuids: Mutex<HashMap<String, (String, i64)>>,
+    /// The `create_time` (ms) it gives the messages it creates; `None`: the current time.
+    pub create_time: Mutex<Option<i64>>,
     /// Answers to give before succeeding: (HTTP status, code), consumed in order.
     pub failures: Mutex<Vec<(u16, i64)>>,
     /// Send attempts seen (including refused ones).
@@ -71,6 +74,16 @@ impl FakeState {
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v == format!("Bearer {}", self.current_token()))
+    }
+
+    /// The `create_time` (ms) it gave the message `id` it created.
+    pub fn created_at(&self, id: &str) -> Option<i64> {
+        self.uuids
+            .lock()
+            .expect("lock")
+            .values()
+            .find(|(m, _)| m == id)
+            .map(|(_, at)| *at)
     }
 
     /// The text shown in the latest update of card `id`.
@@ -122,6 +135,7 @@ impl FakeFeishu {
             messages: Arc::default(),
             sent: Mutex::default(),
             uuids: Mutex::default(),
+            create_time: Mutex::default(),
             failures: Mutex::default(),
             send_attempts: AtomicUsize::default(),
             token_expire: AtomicU64::new(7200),
@@ -265,14 +279,31 @@ async fn deliver(
             .into_response();
     }
     let mut uuids = s.uuids.lock().expect("lock");
-    if let Some(id) = uuids.get(&uuid) {
-        return Json(json!({"code": 0, "msg": "success", "data": {"message_id": id}}))
-            .into_response();
+    if let Some((id, at)) = uuids.get(&uuid) {
+        return Json(created(id, *at)).into_response();
     }
     let mut sent = s.sent.lock().expect("lock");
     let id = format!("om_bot_reply_{}", sent.len() + 1);
-    uuids.insert(uuid.clone(), id.clone());
+    let at = s
+        .create_time
+        .lock()
+        .expect("lock")
+        .unwrap_or_else(feishu_bridge::util::now_ms);
+    uuids.insert(uuid.clone(), (id.clone(), at));
     sent.push((target, body));
     s.activity.send(format!("sent:{uuid}")).ok();
-    Json(json!({"code": 0, "msg": "success", "data": {"message_id": id}})).into_response()
+    Json(created(&id, at)).into_response()
+}
+
+/// The answer to a send or reply that created (or had created) message `id` at `at`:
+/// like Feishu's, its times are strings of milliseconds.
+fn created(id: &str, at: i64) -> Value {
+    json!({"code": 0, "msg": "success", "data": {
+        "message_id": id,
+        "msg_type": "text",
+        "create_time": at.to_string(),
+        "update_time": at.to_string(),
+        "deleted": false,
+        "updated": false,
+    }})
 }

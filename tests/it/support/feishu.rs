@@ -65,6 +65,11 @@ pub fn now_secs() -> i64 {
     feishu_bridge::util::now_secs()
 }
 
+/// Now, Unix milliseconds, as Feishu writes a message's `create_time`.
+pub fn now_ms() -> i64 {
+    feishu_bridge::util::now_ms()
+}
+
 impl Signer {
     /// A schema 2.0 envelope around `event`.
     pub fn envelope(&self, event_id: &str, event_type: &str, event: Value) -> String {
@@ -163,7 +168,7 @@ pub fn message_event(message_id: &str, text: &str) -> Value {
         },
         "message": {
             "message_id": message_id,
-            "create_time": (now_secs() * 1000).to_string(),
+            "create_time": now_ms().to_string(),
             "chat_id": "oc_group",
             "chat_type": "group",
             "message_type": "text",
@@ -204,6 +209,9 @@ pub struct Msg {
     pub thread_id: Option<String>,
     /// Quoted message.
     pub parent_id: Option<String>,
+    /// `create_time`, Unix ms: when it was built, unless set with [`Msg::at`]. Every
+    /// delivery of the message (to each bot) carries the same.
+    pub create_time: i64,
 }
 
 impl Msg {
@@ -221,6 +229,7 @@ impl Msg {
             root_id: None,
             thread_id: None,
             parent_id: None,
+            create_time: now_ms(),
         }
     }
 
@@ -283,6 +292,12 @@ impl Msg {
         self
     }
 
+    /// Said at `ms` (its `create_time`).
+    pub fn at(mut self, ms: i64) -> Self {
+        self.create_time = ms;
+        self
+    }
+
     /// Another content type.
     pub fn typed(mut self, message_type: &str, content: Value) -> Self {
         self.message_type = message_type.into();
@@ -303,7 +318,7 @@ impl Msg {
                 "root_id": self.root_id,
                 "parent_id": self.parent_id,
                 "thread_id": self.thread_id,
-                "create_time": (now_secs() * 1000).to_string(),
+                "create_time": self.create_time.to_string(),
                 "chat_id": self.chat_id,
                 "chat_type": self.chat_type,
                 "message_type": self.message_type,
