@@ -239,6 +239,7 @@ macro_rules! routes_within {
         use $crate::store::{BatchStep, sql::writes};
         let steps: &[BatchStep] = $steps;
         let rows = writes::ROWS_PER_STATEMENT;
+        let numbered = writes::numbered(&$tx);
 
         // Verdicts: the ones that went in are fresh (the first of a message only).
         let verdicts: Vec<&$crate::store::NewVerdict> = steps
@@ -251,7 +252,7 @@ macro_rules! routes_within {
             .collect();
         let mut fresh: HashSet<(String, String)> = HashSet::new();
         for chunk in verdicts.chunks(rows) {
-            let q = writes::insert_verdicts(chunk.len());
+            let q = writes::insert_verdicts(chunk.len(), numbered);
             let mut query = sqlx::query_as::<_, (String, String)>(&q).persistent(false);
             for v in chunk {
                 query = query
@@ -273,7 +274,7 @@ macro_rules! routes_within {
                 .collect();
         let mut ids: HashMap<(String, String, String), i64> = HashMap::new();
         for chunk in events.chunks(rows) {
-            let q = writes::insert_events_rows(chunk.len());
+            let q = writes::insert_events_rows(chunk.len(), numbered);
             let mut query =
                 sqlx::query_as::<_, (i64, String, String, String)>(&q).persistent(false);
             for e in chunk {
@@ -313,7 +314,7 @@ macro_rules! routes_within {
             })
             .collect();
         for chunk in items.chunks(rows) {
-            let q = writes::insert_items_rows(chunk.len());
+            let q = writes::insert_items_rows(chunk.len(), numbered);
             let mut query = sqlx::query(&q).persistent(false);
             for (id, item, at) in chunk {
                 query = query
@@ -350,7 +351,7 @@ macro_rules! routes_within {
             }
         }
         for chunk in names.chunks(rows) {
-            let q = writes::upsert_names(chunk.len());
+            let q = writes::upsert_names(chunk.len(), numbered);
             let mut query = sqlx::query(&q).persistent(false);
             for (profile, open_id, name, at) in chunk {
                 query = query.bind(*profile).bind(*open_id).bind(*name).bind(*at);

@@ -216,11 +216,28 @@ pub(crate) const LINK_VERDICT: &str =
 /// either backend's limit on placeholders.
 pub(crate) const ROWS_PER_STATEMENT: usize = 500;
 
-/// `(...), (...)` of `rows` rows of `cols` placeholders each, numbered from `$1`.
-fn values(rows: usize, cols: usize) -> String {
+/// Whether the backend of `tx` numbers its placeholders. Postgres needs `$n`; SQLite
+/// takes `?` in order, and in a statement of thousands of placeholders that matters: it
+/// resolves each `$n` by name, at prepare and again at bind, through a list it searches
+/// from the start (quadratic in the count).
+pub(crate) fn numbered<DB: sqlx::Database>(_: &sqlx::Transaction<'_, DB>) -> bool {
+    DB::NAME != "SQLite"
+}
+
+/// `(...), (...)` of `rows` rows of `cols` placeholders each: `$1`, `$2`, … when
+/// `numbered`, else `?`.
+fn values(rows: usize, cols: usize, numbered: bool) -> String {
     (0..rows)
         .map(|r| {
-            let row: Vec<String> = (1..=cols).map(|c| format!("${}", r * cols + c)).collect();
+            let row: Vec<String> = (1..=cols)
+                .map(|c| {
+                    if numbered {
+                        format!("${}", r * cols + c)
+                    } else {
+                        "?".to_owned()
+                    }
+                })
+                .collect();
             format!("({})", row.join(", "))
         })
         .collect::<Vec<_>>()
@@ -229,46 +246,46 @@ fn values(rows: usize, cols: usize) -> String {
 
 /// [`INSERT_VERDICT`] for `rows` verdicts at once; answers the `(profile, message_id)`
 /// of those that went in (the first verdict of a message stands).
-pub(crate) fn insert_verdicts(rows: usize) -> String {
+pub(crate) fn insert_verdicts(rows: usize, numbered: bool) -> String {
     format!(
         "INSERT INTO routing_verdicts \
          (profile, message_id, chat_id, verdict, reason, session_key, created_at) \
          VALUES {} ON CONFLICT DO NOTHING RETURNING profile, message_id",
-        values(rows, 7)
+        values(rows, 7, numbered)
     )
 }
 
 /// [`INSERT_EVENT`] for `rows` records at once; answers the id and key
 /// `(bot_profile, message_id, event_type)` of those that went in.
-pub(crate) fn insert_events_rows(rows: usize) -> String {
+pub(crate) fn insert_events_rows(rows: usize, numbered: bool) -> String {
     format!(
         "INSERT INTO thread_context_events \
          (chat_id, chat_type, root_msg_id, thread_id, message_id, event_type, actor_type, \
          actor_id, bridge_id, bot_profile, target_id, target_name, session_name, \
          history_scope, text, metadata_json, created_at) \
          VALUES {} ON CONFLICT DO NOTHING RETURNING id, bot_profile, message_id, event_type",
-        values(rows, 17)
+        values(rows, 17, numbered)
     )
 }
 
 /// [`INSERT_ITEM`] for `rows` items at once.
-pub(crate) fn insert_items_rows(rows: usize) -> String {
+pub(crate) fn insert_items_rows(rows: usize, numbered: bool) -> String {
     format!(
         "INSERT INTO thread_context_items \
          (event_id, item_type, role, author_label, text, token_estimate, truncated, created_at) \
          VALUES {}",
-        values(rows, 8)
+        values(rows, 8, numbered)
     )
 }
 
 /// [`UPSERT_NAME`] for `rows` names at once; each `(profile, open_id)` at most once per
 /// statement (Postgres refuses to update a row twice in one).
-pub(crate) fn upsert_names(rows: usize) -> String {
+pub(crate) fn upsert_names(rows: usize, numbered: bool) -> String {
     format!(
         "INSERT INTO user_names (profile, open_id, name, updated_at) VALUES {} \
          ON CONFLICT (profile, open_id) DO UPDATE \
          SET name = excluded.name, updated_at = excluded.updated_at",
-        values(rows, 4)
+        values(rows, 4, numbered)
     )
 }
 
@@ -276,7 +293,8 @@ pub(crate) fn upsert_names(rows: usize) -> String {
 mod tests {
     #[test]
     fn multi_row_values_number_their_placeholders_row_by_row() {
-        assert_eq!(super::values(2, 3), "($1, $2, $3), ($4, $5, $6)");
-        assert!(super::insert_verdicts(2).contains("($8, $9, $10, $11, $12, $13, $14)"));
+        assert_eq!(super::values(2, 3, true), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(super::values(2, 2, false), "(?, ?), (?, ?)");
+        assert!(super::insert_verdicts(2, true).contains("($8, $9, $10, $11, $12, $13, $14)"));
     }
 }
