@@ -37,7 +37,8 @@
 # echo agent and dry_run, its Open API base on a closed loopback port: nothing leaves
 # 127.0.0.1.
 #
-# Tunables (environment): QUICK (0), DURATION (s; 10, QUICK 3), CONCURRENCIES ("16 64"),
+# Tunables (environment): QUICK (0), WORKER_BATCH (worker.batch; the config's default),
+# DURATION (s; 10, QUICK 3), CONCURRENCIES ("16 64"),
 # THREADS (2), RATE (500), RATE_CONNECTIONS (16), BACKLOG (50000, QUICK 5000),
 # REQUESTS (5), EVENTS (events per saturation run, 50000 x DURATION), BACKENDS
 # ("sqlite postgres"), WORKER_OFF (1), FILL_CONNECTIONS (64), DRAIN_TIMEOUT (s, 900),
@@ -48,7 +49,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-TUNABLES="QUICK DURATION CONCURRENCIES THREADS RATE RATE_CONNECTIONS BACKLOG REQUESTS EVENTS BACKENDS WORKER_OFF FILL_CONNECTIONS DRAIN_TIMEOUT PGHOST PGPORT PGUSER PG_ADMIN_DB"
+TUNABLES="QUICK WORKER_BATCH DURATION CONCURRENCIES THREADS RATE RATE_CONNECTIONS BACKLOG REQUESTS EVENTS BACKENDS WORKER_OFF FILL_CONNECTIONS DRAIN_TIMEOUT PGHOST PGPORT PGUSER PG_ADMIN_DB"
 # The command that reproduces this run: the tunables that were set, then the script.
 REPRODUCE=""
 for v in $TUNABLES; do
@@ -359,6 +360,7 @@ url = "$DB_URL"
 
 [worker]
 enabled = $worker
+${WORKER_BATCH:+batch = $WORKER_BATCH}
 
 [[profiles]]
 name = "bench"
