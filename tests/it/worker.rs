@@ -82,6 +82,14 @@ async fn send_chats(app: &TestApp, chats: &[Vec<Request>]) {
     .await;
 }
 
+/// Stores each chat's callbacks (see [`send_chats`]) with a bridge whose worker is off,
+/// then stops it: they wait in the inbox for the next bridge on `text`'s database.
+async fn store_waiting(text: &str, chats: &[Vec<Request>]) {
+    let app = TestApp::spawn(worker_off(text)).await;
+    send_chats(&app, chats).await;
+    app.stop().await.expect("clean stop");
+}
+
 /// Stores callbacks in no particular order, several at a time.
 async fn send_unordered(app: &TestApp, reqs: &[Request]) {
     for wave in reqs.chunks(16) {
@@ -159,10 +167,8 @@ async fn order_per_chat(db: TestDb) {
     };
 
     // A backlog of twenty messages a chat, stored while no worker runs ...
-    let app = TestApp::spawn(worker_off(&text)).await;
     let backlog: Vec<_> = chats.iter().map(|c| stream(c, 0, 20)).collect();
-    send_chats(&app, &backlog).await;
-    app.stop().await.expect("clean stop");
+    store_waiting(&text, &backlog).await;
 
     // ... drained three events of a chat at a time, the chats side by side, while twenty
     // more a chat arrive. There are more lanes than chats: a lane is always free to take

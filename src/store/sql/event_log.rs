@@ -164,58 +164,6 @@ pub(crate) fn names_among(n: usize) -> String {
     format!("SELECT open_id, name FROM user_names WHERE profile = $1 AND open_id IN ({list})")
 }
 
-/// Writes one [`crate::store::RouteWrite`] inside the open transaction `$tx`; evaluates
-/// to its [`crate::store::Routed`].
-macro_rules! route_within {
-    ($tx:ident, $w:expr) => {{
-        use $crate::store::sql::{within, writes};
-        let w: &$crate::store::RouteWrite = $w;
-        // The first verdict of a message stands; finding one means this message was
-        // routed before.
-        let fresh = writes::insert_verdict(&w.verdict)
-            .execute(&mut *$tx)
-            .await?
-            .rows_affected()
-            == 1;
-        writes::insert_events!($tx, &w.events);
-        for (open_id, name) in &w.names {
-            within!(
-                $tx,
-                query,
-                execute,
-                writes::UPSERT_NAME,
-                &w.verdict.profile,
-                open_id,
-                name,
-                w.verdict.created_at,
-            );
-        }
-        let session: Option<$crate::store::SessionRow> = match &w.session {
-            Some(s) => Some(within!(
-                $tx,
-                query_as,
-                fetch_one,
-                &writes::upsert_session(),
-                &s.profile,
-                &s.session_key,
-                &s.session_id,
-                &s.chat_id,
-                s.chat_type.as_str(),
-                &s.user_id,
-                &s.root_msg_id,
-                &s.history_scope,
-                s.now,
-            )),
-            None => None,
-        };
-        if let Some(t) = w.turn.as_ref().filter(|_| fresh) {
-            writes::insert_turn!($tx, t);
-        }
-        $crate::store::Routed { session, fresh }
-    }};
-}
-pub(crate) use route_within;
-
 /// The routed messages among `steps`.
 pub(crate) fn route_writes(
     steps: &[crate::store::BatchStep],
@@ -229,11 +177,11 @@ pub(crate) fn route_writes(
 /// Records a run of routed messages and lone verdicts (no recall among them) inside the
 /// open transaction `$tx`, with one multi-row statement per table where the writes do
 /// not depend on each other — verdicts, event-log records, their items, display names —
-/// then each message's session and turn in order. The same outcome as
-/// [`route_within!`] step by step: the first verdict and record of a message stand, the
-/// last name learned wins. Evaluates to one entry per step (`None` for a lone verdict).
+/// then each message's session and turn in order. The same outcome as routing the
+/// messages one by one: the first verdict and record of a message stand, the last name
+/// learned wins. Evaluates to one entry per step (`None` for a lone verdict).
 macro_rules! routes_within {
-    ($tx:ident, $steps:expr, $now:expr) => {{
+    ($tx:ident, $steps:expr) => {{
         use std::collections::{HashMap, HashSet};
 
         use $crate::store::{BatchStep, sql::writes};
@@ -390,7 +338,6 @@ macro_rules! routes_within {
             }
             out.push(Some($crate::store::Routed { session, fresh }));
         }
-        let _ = $now;
         out
     }};
 }
@@ -438,9 +385,15 @@ macro_rules! impl_event_log {
                 &self,
                 w: &$crate::store::RouteWrite,
             ) -> Result<$crate::store::Routed, $crate::store::StoreError> {
-                $crate::store::sql::transaction!(self, |tx| {
-                    $crate::store::sql::event_log::route_within!(tx, w)
-                })
+                // One step of a batch: the same statements, the same outcome.
+                let steps = [$crate::store::BatchStep::Route(Box::new(w.clone()))];
+                let mut routed: Vec<Option<$crate::store::Routed>> = $crate::store::sql::transaction!(self, |tx| {
+                    $crate::store::sql::event_log::routes_within!(tx, &steps)
+                })?;
+                Ok(routed
+                    .pop()
+                    .flatten()
+                    .expect("a route step answers what it did"))
             }
 
             async fn record_batch(
@@ -464,7 +417,7 @@ macro_rules! impl_event_log {
                             .iter()
                             .position(|s| matches!(s, BatchStep::Recall { .. }))
                             .map_or(steps.len(), |n| i + n);
-                        out.extend(event_log::routes_within!(tx, &steps[i..end], batch.now));
+                        out.extend(event_log::routes_within!(tx, &steps[i..end]));
                         i = end;
                     }
                     inbox::finish_within!(tx, batch.done, &Finish::Done, batch.now);

@@ -65,10 +65,6 @@ macro_rules! insert_events {
 }
 pub(crate) use insert_events;
 
-pub(crate) const UPSERT_NAME: &str = "\
-INSERT INTO user_names (profile, open_id, name, updated_at) VALUES ($1, $2, $3, $4)
-ON CONFLICT (profile, open_id) DO UPDATE SET name = excluded.name, updated_at = excluded.updated_at";
-
 pub(crate) const INSERT_VERDICT: &str = "\
 INSERT INTO routing_verdicts (profile, message_id, chat_id, verdict, reason, session_key, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -278,8 +274,8 @@ pub(crate) fn insert_items_rows(rows: usize, numbered: bool) -> String {
     )
 }
 
-/// [`UPSERT_NAME`] for `rows` names at once; each `(profile, open_id)` at most once per
-/// statement (Postgres refuses to update a row twice in one).
+/// Remembers `rows` display names at once (the newest wins); each `(profile, open_id)` at
+/// most once per statement (Postgres refuses to update a row twice in one).
 pub(crate) fn upsert_names(rows: usize, numbered: bool) -> String {
     format!(
         "INSERT INTO user_names (profile, open_id, name, updated_at) VALUES {} \

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{assert_recorded_in_arrival_order, execute, said, send_chats, worker_off, worker_on};
+use super::{assert_recorded_in_arrival_order, execute, said, store_waiting, worker_on};
 use crate::{
     both_backends,
     support::{
@@ -64,10 +64,8 @@ async fn poisoned_alone(db: TestDb) {
     let mates = || messages.iter().filter(|m| m.message_id != "om_poison");
 
     // Seven events of one chat wait in the inbox: the worker claims them as one batch.
-    let app = TestApp::spawn(worker_off(&text)).await;
     let reqs: Vec<_> = messages.iter().map(|m| signer.deliver(m)).collect();
-    send_chats(&app, &[reqs]).await;
-    app.stop().await.expect("clean stop");
+    store_waiting(&text, &[reqs]).await;
     // The database refuses its verdict the way it refuses a row that breaks a
     // constraint (SQLite reports a trigger's RAISE as one; Postgres is told to).
     fail_verdict_of(
@@ -145,10 +143,8 @@ async fn failure_after_a_command(db: TestDb) {
         said("oc_mid", 2),
         Msg::group("om_fail", "note").in_chat("oc_mid"),
     ];
-    let app = TestApp::spawn(worker_off(&text)).await;
     let reqs: Vec<_> = messages.iter().map(|m| signer.deliver(m)).collect();
-    send_chats(&app, &[reqs]).await;
-    app.stop().await.expect("clean stop");
+    store_waiting(&text, &[reqs]).await;
     // Writing its verdict fails the way a database does, not the way it refuses a row:
     // Postgres says its disk is full, SQLite meets an error inside the trigger (the
     // bridge takes both for the database's failure).
@@ -224,13 +220,11 @@ async fn kill_mid_batch(db: TestDb) {
         .collect();
     let total = 300;
 
-    let app = TestApp::spawn(worker_off(&text)).await;
     let reqs: Vec<Vec<Request>> = streams
         .iter()
         .map(|s| s.iter().map(|m| signer.deliver(m)).collect())
         .collect();
-    send_chats(&app, &reqs).await;
-    app.stop().await.expect("clean stop");
+    store_waiting(&text, &reqs).await;
     assert_eq!(db.count("inbox_events").await, total);
 
     // Feishu stops answering: the command's reply hangs, and with it the batch it is in
