@@ -1,7 +1,7 @@
 //! Assembling the application from its configuration, starting its background tasks
 //! (committers, the worker, turn recovery), serving it, and stopping it.
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use tokio::{
@@ -17,7 +17,7 @@ use crate::{
     agent::PendingCallbacks,
     config::Config,
     feishu_api::{
-        FeishuClient,
+        Budget, FeishuClient,
         identity::Identities,
         outbound::{FeishuOutbound, Outbound},
     },
@@ -165,10 +165,16 @@ fn assemble(config: Config, store: Arc<dyn Store>, committer: Committer, metrics
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap_or_default();
+    // One call budget per app: profiles of the same app share Feishu's limits.
+    let mut budgets: HashMap<String, Arc<Budget>> = HashMap::new();
     let clients = config
         .profiles
         .iter()
-        .map(|p| (p.name.clone(), Arc::new(FeishuClient::new(http.clone(), p))))
+        .map(|p| {
+            let budget = budgets.entry(p.app_id.clone()).or_default().clone();
+            let client = FeishuClient::new(http.clone(), p, budget);
+            (p.name.clone(), Arc::new(client))
+        })
         .collect();
     let profiles = config
         .profiles

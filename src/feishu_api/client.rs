@@ -1,22 +1,20 @@
-//! A small Open API client for one app.
+//! A small Open API client for one app: its tenant access token (cached, never one
+//! request per message), the app's call budget, and what an Open API failure says.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use tokio::{sync::Mutex, time::Instant};
 
+use super::budget::{Budget, Urgency};
 use crate::{
     config::Profile,
     redact::decode::{Failure, from_json_bytes},
 };
 
 /// Getting a tenant access token, as errors name it.
-const TOKEN_ENDPOINT: &str = "POST /open-apis/auth/v3/tenant_access_token/internal";
-/// Reading the bot's own identity, as errors name it.
-const BOT_INFO_ENDPOINT: &str = "GET /open-apis/bot/v3/info";
-/// Reading a message, as errors name it.
-const GET_MESSAGE_ENDPOINT: &str = "GET /open-apis/im/v1/messages/{message_id}";
+pub(super) const TOKEN_ENDPOINT: &str = "POST /open-apis/auth/v3/tenant_access_token/internal";
 
 /// An Open API failure. Never carries the app secret, a token, a URL or message text:
 /// an endpoint is named by its method and path template.
@@ -31,6 +29,13 @@ pub enum OpenApiError {
         #[source]
         source: reqwest::Error,
     },
+    /// The answer was an HTTP error without an Open API body (a gateway's 5xx).
+    #[error("the Open API answered HTTP {status} ({endpoint})")]
+    Status {
+        endpoint: &'static str,
+        /// The HTTP status.
+        status: u16,
+    },
     /// The API answered with a non-zero code.
     #[error("Open API error {code}: {msg}")]
     Api {
@@ -39,6 +44,17 @@ pub enum OpenApiError {
         /// Feishu's message.
         msg: String,
     },
+    /// Rate limited, and not retried (an intermediate update, or retries used up).
+    #[error("rate limited by the Open API (code {code})")]
+    RateLimited {
+        /// Feishu's code (99991400, 230020, …).
+        code: i64,
+        /// How long Feishu asked to wait (`x-ogw-ratelimit-reset`), when it said.
+        reset: Option<Duration>,
+    },
+    /// An intermediate update the app's budget had no spare room for: nothing was sent.
+    #[error("deferred: the app's Open API budget had no room to spare")]
+    Deferred,
     /// The answer did not decode into the documented shape.
     #[error("unexpected Open API answer ({endpoint}): {source}")]
     Shape {
@@ -78,6 +94,19 @@ impl OpenApiError {
             msg: msg.to_string(),
         })
     }
+
+    /// Feishu's code, when the API answered with one.
+    pub fn code(&self) -> Option<i64> {
+        match self {
+            Self::Api { code, .. } | Self::RateLimited { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// Whether the code is one of `set` (see `codes`).
+    pub fn is(&self, set: &[i64]) -> bool {
+        self.code().is_some_and(|c| set.contains(&c))
+    }
 }
 
 struct CachedToken {
@@ -92,6 +121,8 @@ pub struct FeishuClient {
     app_id: String,
     app_secret: Option<SecretString>,
     token: Mutex<Option<CachedToken>>,
+    /// Shared by every client of the same app.
+    pub(super) budget: Arc<Budget>,
 }
 
 impl std::fmt::Debug for FeishuClient {
@@ -111,24 +142,10 @@ struct TokenAnswer {
     expire: Option<u64>,
 }
 
-#[derive(Deserialize)]
-struct BotAnswer {
-    code: i64,
-    #[serde(default)]
-    msg: String,
-    #[serde(default)]
-    bot: Option<BotInfo>,
-}
-
-#[derive(Deserialize)]
-struct BotInfo {
-    #[serde(default)]
-    open_id: Option<String>,
-}
-
 impl FeishuClient {
-    /// A client for the profile's app.
-    pub fn new(http: reqwest::Client, profile: &Profile) -> Self {
+    /// A client for the profile's app, spending from `budget` (the app's: profiles of
+    /// one app share it).
+    pub fn new(http: reqwest::Client, profile: &Profile, budget: Arc<Budget>) -> Self {
         Self {
             http,
             base: profile.api_base.trim_end_matches('/').to_string(),
@@ -138,6 +155,7 @@ impl FeishuClient {
                 .clone()
                 .filter(|s| !s.expose_secret().is_empty()),
             token: Mutex::new(None),
+            budget,
         }
     }
 
@@ -150,15 +168,22 @@ impl FeishuClient {
         }
         let secret = self.app_secret.as_ref().ok_or(OpenApiError::NoSecret)?;
         let body = serde_json::json!({"app_id": self.app_id, "app_secret": secret.expose_secret()});
-        let answer: TokenAnswer = self
+        self.budget.take(Urgency::Required).await;
+        let resp = self
             .http
             .post(format!(
                 "{}/open-apis/auth/v3/tenant_access_token/internal",
                 self.base
             ))
             .json(&body)
-            .send_json(TOKEN_ENDPOINT)
-            .await?;
+            .send()
+            .await
+            .map_err(|e| OpenApiError::transport(TOKEN_ENDPOINT, e))?;
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| OpenApiError::transport(TOKEN_ENDPOINT, e))?;
+        let answer: TokenAnswer = decode(TOKEN_ENDPOINT, &bytes)?;
         OpenApiError::check(answer.code, &answer.msg)?;
         let value = answer.tenant_access_token.ok_or(OpenApiError::Missing {
             endpoint: TOKEN_ENDPOINT,
@@ -183,159 +208,6 @@ impl FeishuClient {
     pub(super) async fn forget_token(&self) {
         *self.token.lock().await = None;
     }
-
-    /// The bot's own open_id (`GET /open-apis/bot/v3/info`).
-    pub async fn bot_open_id(&self) -> Result<String, OpenApiError> {
-        let token = self.tenant_token().await?;
-        let answer: BotAnswer = self
-            .http
-            .get(format!("{}/open-apis/bot/v3/info", self.base))
-            .bearer_auth(token.expose_secret())
-            .send_json(BOT_INFO_ENDPOINT)
-            .await?;
-        OpenApiError::check(answer.code, &answer.msg)?;
-        answer
-            .bot
-            .and_then(|b| b.open_id)
-            .filter(|id| !id.is_empty())
-            .ok_or(OpenApiError::Missing {
-                endpoint: BOT_INFO_ENDPOINT,
-                missing: "bot.open_id",
-            })
-    }
-}
-
-/// A message read back through the Open API, normalized.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchedMessage {
-    /// Plain text (mentions resolved, this bot's removed).
-    pub text: String,
-}
-
-#[derive(Deserialize)]
-struct GetAnswer {
-    code: i64,
-    #[serde(default)]
-    msg: String,
-    #[serde(default)]
-    data: Option<GetData>,
-}
-
-#[derive(Deserialize)]
-struct GetData {
-    #[serde(default)]
-    items: Vec<GetItem>,
-}
-
-#[derive(Deserialize)]
-struct GetItem {
-    #[serde(default)]
-    msg_type: String,
-    #[serde(default)]
-    deleted: bool,
-    #[serde(default)]
-    body: Option<GetBody>,
-    #[serde(default)]
-    mentions: Vec<GetMention>,
-}
-
-#[derive(Deserialize)]
-struct GetBody {
-    #[serde(default)]
-    content: String,
-}
-
-/// In GET answers a mention's `id` is a plain string (with `id_type`).
-#[derive(Deserialize)]
-struct GetMention {
-    key: String,
-    #[serde(default)]
-    id: String,
-    #[serde(default)]
-    name: String,
-}
-
-/// Codes that mean "that message is not there for you" rather than a failure.
-const GONE: [i64; 3] = [230011, 230002, 230001];
-
-impl FeishuClient {
-    /// Reads one message (`GET /open-apis/im/v1/messages/{id}`); `None` when it was
-    /// recalled, deleted, or is not visible to the bot.
-    pub async fn get_message(
-        &self,
-        message_id: &str,
-        bot_open_id: Option<&str>,
-    ) -> Result<Option<FetchedMessage>, OpenApiError> {
-        let token = self.tenant_token().await?;
-        let answer: GetAnswer = self
-            .http
-            .get(format!(
-                "{}/open-apis/im/v1/messages/{message_id}",
-                self.base
-            ))
-            .query(&[
-                ("user_id_type", "open_id"),
-                ("card_msg_content_type", "user_card_content"),
-            ])
-            .bearer_auth(token.expose_secret())
-            .send_json(GET_MESSAGE_ENDPOINT)
-            .await?;
-        if GONE.contains(&answer.code) {
-            return Ok(None);
-        }
-        OpenApiError::check(answer.code, &answer.msg)?;
-        let Some(item) = answer.data.and_then(|d| d.items.into_iter().next()) else {
-            return Ok(None);
-        };
-        if item.deleted {
-            return Ok(None);
-        }
-        let mentions: Vec<crate::protocol::events::Mention> = item
-            .mentions
-            .into_iter()
-            .map(|m| crate::protocol::events::Mention {
-                key: m.key,
-                id: crate::protocol::events::UserIds {
-                    open_id: Some(m.id),
-                    union_id: None,
-                    user_id: None,
-                },
-                name: m.name,
-                mentioned_type: None,
-            })
-            .collect();
-        let content = item.body.map(|b| b.content).unwrap_or_default();
-        let normalized =
-            crate::protocol::content::normalize(&item.msg_type, &content, &mentions, bot_open_id);
-        Ok(Some(FetchedMessage {
-            text: normalized.text,
-        }))
-    }
-}
-
-/// Sends a request and decodes its JSON answer, mapping failures into [`OpenApiError`]
-/// named by `endpoint`, without the URL (which could carry ids).
-trait SendJson {
-    async fn send_json<T: serde::de::DeserializeOwned>(
-        self,
-        endpoint: &'static str,
-    ) -> Result<T, OpenApiError>;
-}
-
-impl SendJson for reqwest::RequestBuilder {
-    async fn send_json<T: serde::de::DeserializeOwned>(
-        self,
-        endpoint: &'static str,
-    ) -> Result<T, OpenApiError> {
-        let bytes = self
-            .send()
-            .await
-            .map_err(|e| OpenApiError::transport(endpoint, e))?
-            .bytes()
-            .await
-            .map_err(|e| OpenApiError::transport(endpoint, e))?;
-        decode(endpoint, &bytes)
-    }
 }
 
 /// An Open API answer decoded into `T`; a failure names `endpoint` and, by kind and
@@ -348,7 +220,7 @@ pub(super) fn decode<T: serde::de::DeserializeOwned>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::error::Error as _;
 
     use axum::{Json, Router, routing::post};
@@ -356,35 +228,33 @@ mod tests {
 
     use super::*;
 
-    const SECRET: &str = "app-secret-never-shown-5c1e";
-    const MARKER: &str = "MARKER-of-an-answer-9d2b";
+    pub(crate) const SECRET: &str = "app-secret-never-shown-5c1e";
 
-    fn client(base: String) -> FeishuClient {
+    /// A client of app `cli_test` against `base`.
+    pub(crate) fn client(base: String) -> FeishuClient {
         FeishuClient {
             http: reqwest::Client::new(),
             base,
             app_id: "cli_test".into(),
             app_secret: Some(SecretString::from(SECRET)),
             token: Mutex::new(None),
+            budget: Arc::default(),
         }
     }
 
-    /// An Open API on 127.0.0.1:0 whose token endpoint answers `token` and whose bot
-    /// info endpoint answers `bot`; returns its base URL.
-    async fn open_api(token: Value, bot: Value) -> String {
+    /// An Open API on 127.0.0.1:0 whose token endpoint answers `token`, plus `more`
+    /// routes; returns its base URL.
+    pub(crate) async fn open_api(token: Value, more: Router) -> String {
         let app = Router::new()
             .route(
                 "/open-apis/auth/v3/tenant_access_token/internal",
                 post(move || async move { Json(token) }),
             )
-            .route(
-                "/open-apis/bot/v3/info",
-                axum::routing::get(move || async move { Json(bot) }),
-            );
+            .merge(more);
         format!("http://{}", crate::util::testing::serve(app).await)
     }
 
-    fn token_ok() -> Value {
+    pub(crate) fn token_ok() -> Value {
         json!({"code": 0, "msg": "ok", "tenant_access_token": "t-1", "expire": 7200})
     }
 
@@ -420,29 +290,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_misshapen_answer_keeps_its_decode_failure_without_the_value() {
-        let base = open_api(token_ok(), json!({"code": MARKER, "msg": MARKER})).await;
-        let err = client(base).bot_open_id().await.expect_err("misshapen");
-        let OpenApiError::Shape { endpoint, source } = &err else {
-            panic!("not a shape failure: {err:?}");
-        };
-        assert_eq!(*endpoint, BOT_INFO_ENDPOINT);
-        assert_eq!(
-            source.to_string(),
-            "wrong type at code: expected i64, found a string"
-        );
-        assert!(err.source().is_some_and(|s| s.is::<Failure>()));
-        assert_eq!(
-            err.to_string(),
-            "unexpected Open API answer (GET /open-apis/bot/v3/info): \
-             wrong type at code: expected i64, found a string"
-        );
-        assert!(!format!("{err:?}").contains(MARKER), "{err:?}");
-    }
-
-    #[tokio::test]
-    async fn a_missing_part_is_named_with_its_endpoint() {
-        let base = open_api(json!({"code": 0, "msg": "ok"}), json!({})).await;
+    async fn a_missing_token_is_named_with_its_endpoint() {
+        let base = open_api(json!({"code": 0, "msg": "ok"}), Router::new()).await;
         let err = client(base).tenant_token().await.expect_err("no token");
         assert!(
             matches!(
@@ -455,11 +304,5 @@ mod tests {
             "{err:?}"
         );
         assert!(err.source().is_none());
-        let base = open_api(token_ok(), json!({"code": 0, "msg": "ok", "bot": {}})).await;
-        let err = client(base).bot_open_id().await.expect_err("no open_id");
-        assert_eq!(
-            err.to_string(),
-            "unexpected Open API answer (GET /open-apis/bot/v3/info): no bot.open_id"
-        );
     }
 }

@@ -1,11 +1,20 @@
 //! The Feishu Open API, as the bridge uses it: the tenant access token (cached, never
-//! one request per message), each bot's own identity, and the replies leaving the bridge
-//! (`outbound`).
+//! one request per message), the app's call budget, each bot's own identity, reads, and
+//! the replies and cards leaving the bridge (`outbound`), each within Feishu's limits.
 
+mod budget;
+mod call;
 mod card;
+mod cardkit;
 mod client;
+pub mod codes;
+pub mod defuse;
+pub mod fit;
 pub mod identity;
 pub mod outbound;
+mod read;
 pub mod reply;
 
-pub use client::{FeishuClient, FetchedMessage, OpenApiError};
+pub use budget::{Budget, Urgency};
+pub use client::{FeishuClient, OpenApiError};
+pub use read::FetchedMessage;

@@ -1,28 +1,12 @@
-//! Sending replies through the Open API: reply in the thread of the triggering message,
-//! or send to the chat; idempotent per turn (`uuid`), rate-limit aware, long answers
-//! split without breaking words or code blocks.
+//! Posting messages through the Open API: a reply (in the thread of the message replied
+//! to, or quoting it in the chat), or a new message in a chat; text, markdown, a card,
+//! or a CardKit card entity. Idempotent by `uuid`.
 
-use std::time::Duration;
-
-use secrecy::ExposeSecret;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{FeishuClient, OpenApiError, client::decode};
+use super::{FeishuClient, OpenApiError, budget::Urgency, call::Call, defuse};
 use crate::util::UnixMs;
-
-/// Largest text sent in one message. Feishu allows 150 KB of text; staying far below it
-/// keeps messages readable and clear of the request-size limit.
-pub const MAX_MESSAGE_CHARS: usize = 8_000;
-
-/// Retries of one send on rate limits.
-const MAX_RETRIES: u32 = 4;
-
-/// Codes that mean "slow down, then try again".
-const RATE_LIMITED: [i64; 4] = [99991400, 11232, 11233, 230020];
-
-/// Codes after which retrying cannot help.
-const TERMINAL: [i64; 5] = [230011, 230002, 230001, 230025, 230071];
 
 /// Replying to a message, as errors name it.
 const REPLY_ENDPOINT: &str = "POST /open-apis/im/v1/messages/{message_id}/reply";
@@ -31,9 +15,6 @@ const SEND_ENDPOINT: &str = "POST /open-apis/im/v1/messages";
 
 #[derive(Deserialize)]
 struct SendAnswer {
-    code: i64,
-    #[serde(default)]
-    msg: String,
     #[serde(default)]
     data: Option<SentMessage>,
 }
@@ -114,30 +95,83 @@ impl<'a> Destination<'a> {
             None => Self::Chat(chat_id),
         }
     }
+
+    /// The same place, quoting in the chat instead of replying in the thread.
+    pub fn without_thread(self) -> Self {
+        match self {
+            Self::Reply { message_id, .. } => Self::Reply {
+                message_id,
+                in_thread: false,
+            },
+            chat => chat,
+        }
+    }
+
+    /// Whether it asks for a reply in thread.
+    pub fn in_thread(self) -> bool {
+        matches!(
+            self,
+            Self::Reply {
+                in_thread: true,
+                ..
+            }
+        )
+    }
+
+    /// The message replied to, if it is a reply.
+    pub fn replied(self) -> Option<&'a str> {
+        match self {
+            Self::Reply { message_id, .. } => Some(message_id),
+            Self::Chat(_) => None,
+        }
+    }
 }
 
 /// What a message holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Content<'a> {
-    /// Plain text.
+    /// Plain text (mention tags made plain).
     Text(&'a str),
-    /// An interactive card (its JSON).
+    /// Markdown, kept as markdown: a plain card with one markdown element (mention tags
+    /// made plain); a text message would render almost none of it.
+    Markdown(&'a str),
+    /// An interactive card (its JSON, built with mention tags made plain).
     Card(&'a serde_json::Value),
+    /// A CardKit card entity, by its id.
+    Entity(&'a str),
 }
 
 impl Content<'_> {
     /// The `msg_type` and the `content` text Feishu expects for it.
-    fn encode(self) -> (&'static str, String) {
+    pub fn encode(self) -> (&'static str, String) {
         match self {
-            Self::Text(text) => ("text", json!({ "text": text }).to_string()),
+            Self::Text(text) => (
+                "text",
+                json!({ "text": defuse::mentions(text) }).to_string(),
+            ),
+            Self::Markdown(text) => ("interactive", markdown_card(text).to_string()),
             Self::Card(card) => ("interactive", card.to_string()),
+            Self::Entity(card_id) => (
+                "interactive",
+                json!({"type": "card", "data": {"card_id": card_id}}).to_string(),
+            ),
         }
     }
 }
 
+/// A card showing `text` as markdown and nothing else (a long answer's continuation).
+pub fn markdown_card(text: &str) -> serde_json::Value {
+    json!({
+        "schema": "2.0",
+        "config": {"update_multi": true},
+        "body": {"elements": [{"tag": "markdown", "content": defuse::mentions(text)}]},
+    })
+}
+
 impl FeishuClient {
     /// Posts `content` to `to`. `uuid` makes a retried send post at most once (Feishu
-    /// keeps it for an hour). Returns the new message's id and create time.
+    /// keeps it for an hour); every retry of this call sends the same one. Returns the
+    /// new message's id and create time.
     pub async fn post(
         &self,
         to: Destination<'_>,
@@ -168,133 +202,16 @@ impl FeishuClient {
                 (SEND_ENDPOINT, url)
             }
         };
-        self.send_with_retries(reqwest::Method::POST, endpoint, &url, &body)
-            .await
+        let call = Call {
+            method: reqwest::Method::POST,
+            endpoint,
+            url,
+            query: &[],
+            urgency: Urgency::Required,
+        };
+        let answer: SendAnswer = self.call(call, || Some(body.clone())).await?;
+        Ok(answer.data.map_or_else(|| Sent::unstamped(""), Sent::from))
     }
-
-    /// Sends `body` with the tenant token, retrying rate limits (honouring
-    /// `x-ogw-ratelimit-reset`) and refreshing the token once on 99991663. Returns the
-    /// message of the answer's `data` (an empty id when it has none). Failures name
-    /// `endpoint` (method and path template), never `url`.
-    pub(super) async fn send_with_retries(
-        &self,
-        method: reqwest::Method,
-        endpoint: &'static str,
-        url: &str,
-        body: &serde_json::Value,
-    ) -> Result<Sent, OpenApiError> {
-        let mut refreshed = false;
-        let mut attempt = 0;
-        loop {
-            let token = self.tenant_token().await?;
-            let resp = self
-                .http
-                .request(method.clone(), url)
-                .bearer_auth(token.expose_secret())
-                .json(body)
-                .send()
-                .await
-                .map_err(|e| OpenApiError::transport(endpoint, e))?;
-            let status = resp.status();
-            let reset = resp
-                .headers()
-                .get("x-ogw-ratelimit-reset")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok());
-            let bytes = resp
-                .bytes()
-                .await
-                .map_err(|e| OpenApiError::transport(endpoint, e))?;
-            let answer: SendAnswer = decode(endpoint, &bytes)?;
-            if answer.code == 0 {
-                return Ok(answer.data.map_or_else(|| Sent::unstamped(""), Sent::from));
-            }
-            if answer.code == 99991663 && !refreshed {
-                // The token expired early: drop it and ask for a new one, once.
-                refreshed = true;
-                self.forget_token().await;
-                continue;
-            }
-            let limited = status.as_u16() == 429 || RATE_LIMITED.contains(&answer.code);
-            if limited && attempt < MAX_RETRIES && !TERMINAL.contains(&answer.code) {
-                attempt += 1;
-                let wait = reset
-                    .map(Duration::from_secs)
-                    .unwrap_or_else(|| Duration::from_millis(250 << attempt))
-                    .min(Duration::from_secs(30));
-                tracing::warn!(
-                    code = answer.code,
-                    attempt,
-                    wait_ms = wait.as_millis() as u64,
-                    "rate limited by the Open API; retrying"
-                );
-                tokio::time::sleep(wait).await;
-                continue;
-            }
-            return Err(OpenApiError::Api {
-                code: answer.code,
-                msg: answer.msg,
-            });
-        }
-    }
-}
-
-/// Splits `text` into parts of at most `max` characters, at paragraph, line or word
-/// boundaries, never inside a fenced code block unless the block alone is too long (then
-/// the fence is closed and reopened around the cut).
-pub fn split(text: &str, max: usize) -> Vec<String> {
-    if text.chars().count() <= max {
-        return vec![text.to_string()];
-    }
-    let mut parts = Vec::new();
-    let mut current = String::new();
-    let mut fence: Option<String> = None;
-    for line in text.split_inclusive('\n') {
-        let trimmed = line.trim_start();
-        let toggles = trimmed.starts_with("```");
-        let line_len = line.chars().count();
-        if current.chars().count() + line_len > max && !current.is_empty() {
-            if let Some(f) = &fence {
-                current.push_str("```\n");
-                parts.push(std::mem::take(&mut current));
-                current.push_str(f);
-            } else {
-                parts.push(std::mem::take(&mut current));
-            }
-        }
-        if line_len > max {
-            // One very long line: cut at word boundaries.
-            for word in line.split_inclusive(' ') {
-                if current.chars().count() + word.chars().count() > max && !current.is_empty() {
-                    parts.push(std::mem::take(&mut current));
-                }
-                if word.chars().count() > max {
-                    let chars: Vec<char> = word.chars().collect();
-                    for chunk in chars.chunks(max) {
-                        parts.push(chunk.iter().collect());
-                    }
-                } else {
-                    current.push_str(word);
-                }
-            }
-        } else {
-            current.push_str(line);
-        }
-        if toggles {
-            fence = match fence {
-                Some(_) => None,
-                None => Some(format!("{}\n", trimmed.trim_end())),
-            };
-        }
-    }
-    if !current.is_empty() {
-        parts.push(current);
-    }
-    parts
-        .into_iter()
-        .map(|p| p.trim_end_matches('\n').to_string())
-        .filter(|p| !p.is_empty())
-        .collect()
 }
 
 #[cfg(test)]
@@ -324,25 +241,12 @@ mod tests {
     }
 
     #[test]
-    fn short_text_is_one_part() {
-        assert_eq!(split("hello", 10), ["hello"]);
-    }
-
-    #[test]
-    fn splits_at_lines_and_words() {
-        let parts = split("alpha beta\ngamma delta", 11);
-        assert_eq!(parts, ["alpha beta", "gamma delta"]);
-        let parts = split("one two three four", 9);
-        assert!(parts.iter().all(|p| p.chars().count() <= 9), "{parts:?}");
-        assert_eq!(parts.concat().replace(' ', ""), "onetwothreefour");
-    }
-
-    #[test]
-    fn code_blocks_are_reopened_across_parts() {
-        let text = format!("intro\n```rust\n{}```\nend", "let x = 1;\n".repeat(6));
-        let parts = split(&text, 40);
-        for p in &parts {
-            assert_eq!(p.matches("```").count() % 2, 0, "balanced fences in {p:?}");
+    fn text_and_markdown_never_carry_a_mention_tag() {
+        let agent = r#"done <at user_id="all">所有人</at> and <at id=all></at>"#;
+        for content in [Content::Text(agent), Content::Markdown(agent)] {
+            let (_, encoded) = content.encode();
+            assert!(!encoded.contains("<at"), "{encoded}");
+            assert!(encoded.contains("done"), "{encoded}");
         }
     }
 }

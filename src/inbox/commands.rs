@@ -7,7 +7,7 @@
 //! * Unknown commands get the help text.
 
 use crate::{
-    feishu_api::outbound::{Outbound, OutboundError, Reply},
+    feishu_api::outbound::{Format, Outbound, OutboundError, Reply},
     protocol::events::ChatType,
     routing::{Command, HELP},
     store::ReplyKind,
@@ -113,6 +113,7 @@ pub async fn execute(
             kind: ReplyKind::CommandReply,
             text,
             turn_id: None,
+            format: Format::Text,
         })
         .await?;
     Ok(())

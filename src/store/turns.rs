@@ -66,6 +66,8 @@ pub struct TurnRow {
     pub reply_message_id: Option<String>,
     /// The card a streaming answer is shown in.
     pub card_message_id: Option<String>,
+    /// That card's CardKit entity id, when it was sent as one.
+    pub card_id: Option<String>,
     /// Why it failed or was cancelled.
     pub error: Option<String>,
     pub queued_at: UnixMs,
@@ -138,8 +140,14 @@ pub trait TurnStore: Send + Sync + 'static {
     /// the pending history is consumed up to the snapshot. `None`, with nothing written,
     /// when the turn is no longer queued (cancelled or finished meanwhile).
     async fn start_turn(&self, s: &TurnStart<'_>) -> Result<Option<StartedTurn>, StoreError>;
-    /// Remembers the card a streaming answer is shown in.
-    async fn set_turn_card(&self, turn_id: &str, message_id: &str) -> Result<(), StoreError>;
+    /// Remembers the card a streaming answer is shown in (its message, and its CardKit
+    /// entity when it is one).
+    async fn set_turn_card(
+        &self,
+        turn_id: &str,
+        message_id: &str,
+        card_id: Option<&str>,
+    ) -> Result<(), StoreError>;
     /// Stores the agent's answer before it is posted.
     async fn save_turn_output(
         &self,

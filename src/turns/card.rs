@@ -1,12 +1,12 @@
 //! The card a streaming answer is shown in (schema 2.0, `update_multi` so it can be
-//! replaced while it grows). Its buttons carry the turn id; the card-action handler
-//! finds the turn, and through it the one session the button may affect.
+//! replaced while it grows; the answer's markdown carries the element id a CardKit
+//! entity streams into). Its buttons carry the turn id; the card-action handler finds
+//! the turn, and through it the one session the button may affect. Agent text in it
+//! never notifies anyone (mention tags are made plain).
 
 use serde_json::{Value, json};
 
-/// Most characters of answer text one card shows (Feishu allows 30 KB of card JSON; a
-/// longer answer continues in text replies under the card).
-pub const CARD_TEXT_MAX: usize = 8_000;
+use crate::feishu_api::{defuse, fit, outbound::ANSWER_ELEMENT};
 
 /// Button value `action` that stops the running turn.
 pub const ACTION_STOP: &str = "stop";
@@ -38,7 +38,11 @@ pub fn answer_card(text: &str, state: CardState<'_>, turn_id: &str) -> Value {
     } else {
         text
     };
-    let mut elements = vec![json!({"tag": "markdown", "content": shown})];
+    let mut elements = vec![json!({
+        "tag": "markdown",
+        "content": defuse::mentions(shown),
+        "element_id": ANSWER_ELEMENT,
+    })];
     let note = match state {
         CardState::Running | CardState::Done => None,
         CardState::Continued => Some("(continued below)".to_string()),
@@ -59,6 +63,26 @@ pub fn answer_card(text: &str, state: CardState<'_>, turn_id: &str) -> Value {
         "config": {"update_multi": true},
         "body": {"elements": elements},
     })
+}
+
+/// How many bytes of answer text (as [`fit::card_text_bytes`] counts them) a card in
+/// `state` has room for within Feishu's card size limit.
+pub fn text_room(state: CardState<'_>, turn_id: &str) -> usize {
+    fit::card_text_room(&answer_card("", state, turn_id))
+}
+
+/// The first part of `text` that fits a card in `state` (the whole text when it fits),
+/// and whether anything is left over.
+pub fn fitting(text: &str, state: CardState<'_>, turn_id: &str) -> (String, bool) {
+    let room = text_room(state, turn_id);
+    if fit::card_text_bytes(text) <= room {
+        return (text.to_string(), false);
+    }
+    let first = fit::split(text, room, fit::card_text_bytes)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    (first, true)
 }
 
 fn button(label: &str, kind: &str, action: &str, turn_id: &str) -> Value {
@@ -100,5 +124,25 @@ mod tests {
         );
         let failed = answer_card("", CardState::Failed("agent timed out"), "turn_1");
         assert!(failed.to_string().contains("Failed: agent timed out"));
+    }
+
+    #[test]
+    fn the_answer_is_the_element_a_card_entity_streams_into_and_pings_nobody() {
+        let card = answer_card("hi <at id=all></at>", CardState::Running, "turn_1");
+        let answer = &card["body"]["elements"][0];
+        assert_eq!(answer["element_id"], ANSWER_ELEMENT);
+        assert!(!card.to_string().contains("<at"), "{card}");
+    }
+
+    #[test]
+    fn a_long_answer_is_cut_to_what_fits_its_card() {
+        let text = "长的回答，含有**标记**。\n".repeat(2000);
+        let (first, more) = fitting(&text, CardState::Continued, "turn_1");
+        assert!(more);
+        let card = answer_card(&first, CardState::Continued, "turn_1");
+        assert!(fit::card_request_bytes(&card) <= fit::CARD_REQUEST_MAX);
+        assert!(text.starts_with(&first));
+        let (all, more) = fitting("short", CardState::Done, "turn_1");
+        assert_eq!((all.as_str(), more), ("short", false));
     }
 }

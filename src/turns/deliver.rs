@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    card::{CARD_TEXT_MAX, CardState, answer_card},
+    card::{CardState, answer_card, fitting, text_room},
     job::{ReplyTo, TurnError, TurnJob},
     persist::persist,
     stream::{MIN_UPDATE_INTERVAL_MS, StreamCard},
@@ -22,9 +22,10 @@ use crate::{
         selector::truncate,
     },
     feishu_api::{
+        Urgency, fit,
         identity::Identities,
-        outbound::{CardUpdate, Outbound, OutboundError},
-        reply::{Sent, split},
+        outbound::{CardUpdate, Format, Outbound, OutboundError, PostedCard},
+        reply::Sent,
     },
     store::{
         NewContextEvent, NewItem, ReplyKind, StoreError, TurnCompletion, TurnState, TurnStore,
@@ -35,6 +36,10 @@ use crate::{
 /// What the user is told about a turn a restart or shutdown interrupted.
 pub(super) const INTERRUPTED: &str = "Sorry, the bridge restarted while the agent was working on \
      this, so it was not answered. Please send it again.";
+
+/// Below this many bytes of room a final card shows no answer text, only that it
+/// continues below.
+const MIN_CARD_ROOM: usize = 1024;
 
 /// Posts and records what a turn tells its user.
 pub(super) struct Deliverer {
@@ -92,9 +97,10 @@ impl Deliverer {
                 .max(MIN_UPDATE_INTERVAL_MS),
         );
         let card = StreamCard::open(&self.outbound, job, partial, interval).await?;
+        let posted = card.posted();
         if let Err(e) = self
             .store
-            .set_turn_card(&job.turn_id, card.message_id())
+            .set_turn_card(&job.turn_id, posted.message_id(), posted.card_id())
             .await
         {
             tracing::warn!(turn_id = %job.turn_id, error = %e, "card id not recorded");
@@ -106,19 +112,19 @@ impl Deliverer {
     pub(super) async fn deliver(
         &self,
         job: &TurnJob,
-        card: Option<&Sent>,
+        card: Option<&PostedCard>,
         answer: &str,
         topic_root_delivered: Option<(String, String, String)>,
     ) -> Result<(), TurnError> {
         let reply = match card {
-            Some(card) => match self.finish_card(job, &card.message_id, answer).await {
-                Ok(()) => card.clone(),
+            Some(card) => match self.finish_card(job, card, answer).await {
+                Ok(()) => card.sent.clone(),
                 Err(e) => {
                     tracing::warn!(turn_id = %job.turn_id, error = %e, "final card update failed; answering with text");
-                    self.send_answer(job, answer).await?
+                    self.send_answer(job, answer, Format::Text).await?
                 }
             },
-            None => self.send_answer(job, answer).await?,
+            None => self.send_answer(job, answer, Format::Text).await?,
         };
         let completion = TurnCompletion {
             turn_id: job.turn_id.clone(),
@@ -136,42 +142,72 @@ impl Deliverer {
 
     /// Posts (or records) the answer; a reply the database failed to record is sent
     /// again with the same uuids once it is back, so Feishu posts it once.
-    async fn send_answer(&self, job: &TurnJob, answer: &str) -> Result<Sent, OutboundError> {
+    async fn send_answer(
+        &self,
+        job: &TurnJob,
+        answer: &str,
+        format: Format,
+    ) -> Result<Sent, OutboundError> {
         persist(&self.shutdown, "reply", &job.turn_id, || {
-            let reply = ReplyTo::of(job).reply(ReplyKind::Answer, answer.to_string());
+            let reply = ReplyTo::of(job).reply_as(ReplyKind::Answer, answer.to_string(), format);
             self.outbound.send(reply)
         })
         .await
     }
 
-    /// The card gets the final text; what does not fit follows as text replies.
+    /// The card gets the first part of the answer that fits it, in its final state with
+    /// its buttons; the rest follows in markdown continuations below it. An update
+    /// refused for its size is made again with half as much text, so the card never
+    /// stays "running" with a stop button.
     async fn finish_card(
         &self,
         job: &TurnJob,
-        card_id: &str,
+        card: &PostedCard,
         answer: &str,
     ) -> Result<(), OutboundError> {
-        let parts = split(answer, CARD_TEXT_MAX);
-        let first = parts.first().map(String::as_str).unwrap_or_default();
-        let state = if parts.len() > 1 {
-            CardState::Continued
-        } else {
-            CardState::Done
-        };
-        let card = answer_card(first, state, &job.turn_id);
-        self.outbound
-            .update_card(CardUpdate {
-                profile: &job.profile,
-                chat_id: &job.chat_id,
-                message_id: card_id,
-                card: &card,
-                text: first,
-            })
-            .await?;
-        if parts.len() > 1 {
-            self.send_answer(job, &parts[1..].join("\n")).await?;
+        let mut room = text_room(CardState::Continued, &job.turn_id);
+        loop {
+            let parts = if fit::card_text_bytes(answer) <= room {
+                vec![answer.to_string()]
+            } else if room >= MIN_CARD_ROOM {
+                fit::split(answer, room, fit::card_text_bytes)
+            } else {
+                // Not even a little text fits: the card only points below.
+                vec![String::new(), answer.to_string()]
+            };
+            let first = parts.first().map(String::as_str).unwrap_or_default();
+            let state = if parts.len() > 1 {
+                CardState::Continued
+            } else {
+                CardState::Done
+            };
+            let view = answer_card(first, state, &job.turn_id);
+            let updated = self
+                .outbound
+                .update_card(CardUpdate {
+                    profile: &job.profile,
+                    chat_id: &job.chat_id,
+                    card,
+                    view: &view,
+                    text: first,
+                    urgency: Urgency::Required,
+                })
+                .await;
+            match updated {
+                Ok(()) => {
+                    if parts.len() > 1 {
+                        self.send_answer(job, &parts[1..].join("\n"), Format::Markdown)
+                            .await?;
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.too_large() && !first.is_empty() => {
+                    tracing::warn!(turn_id = %job.turn_id, room, "the final card was refused for its size; sending it with less text");
+                    room /= 2;
+                }
+                Err(e) => return Err(e),
+            }
         }
-        Ok(())
     }
 
     /// Tells the user something about a turn, as a reply to its request.
@@ -181,27 +217,30 @@ impl Deliverer {
     }
 
     /// Tells the user a turn ended without an answer: on its card when it has one
-    /// (`(card id, text so far)`; the card then shows `state` — a failure to update it is
-    /// only logged, the turn's state is already recorded), else with `notice`.
+    /// (`(card, text so far)`; the card then shows `state` with as much of the text as
+    /// fits — a failure to update it is only logged, the turn's state is already
+    /// recorded), else with `notice`.
     pub(super) async fn tell_ended(
         &self,
         to: ReplyTo<'_>,
-        card: Option<(&str, &str)>,
+        card: Option<(&PostedCard, &str)>,
         state: CardState<'_>,
         notice: &str,
     ) -> Result<(), OutboundError> {
-        let Some((card_id, text)) = card else {
+        let Some((card, text)) = card else {
             return self.notify(to, notice).await;
         };
-        let card = answer_card(text, state, to.turn_id);
+        let (shown, _) = fitting(text, state, to.turn_id);
+        let view = answer_card(&shown, state, to.turn_id);
         if let Err(e) = self
             .outbound
             .update_card(CardUpdate {
                 profile: to.profile,
                 chat_id: to.chat_id,
-                message_id: card_id,
-                card: &card,
-                text,
+                card,
+                view: &view,
+                text: &shown,
+                urgency: Urgency::Required,
             })
             .await
         {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     config::WorkspaceMode,
     context::collector::Message,
-    feishu_api::outbound::{OutboundError, Reply},
+    feishu_api::outbound::{Format, OutboundError, Reply},
     protocol::events::ChatType,
     store::{NewTurn, StoreError},
     store::{ProfileThread, ReplyKind},
@@ -122,8 +122,13 @@ impl<'a> ReplyTo<'a> {
         }
     }
 
-    /// A reply of `kind` with `text` to this target.
+    /// A text reply of `kind` with `text` to this target.
     pub(super) fn reply(self, kind: ReplyKind, text: String) -> Reply {
+        self.reply_as(kind, text, Format::Text)
+    }
+
+    /// A reply of `kind` with `text`, shown as `format`, to this target.
+    pub(super) fn reply_as(self, kind: ReplyKind, text: String, format: Format) -> Reply {
         Reply {
             profile: self.profile.to_string(),
             chat_id: self.chat_id.to_string(),
@@ -132,6 +137,7 @@ impl<'a> ReplyTo<'a> {
             kind,
             text,
             turn_id: Some(self.turn_id.to_string()),
+            format,
         }
     }
 }

@@ -14,7 +14,7 @@ use super::{
     runner::TurnRunner,
 };
 use crate::{
-    feishu_api::reply::Sent,
+    feishu_api::{outbound::PostedCard, reply::Sent},
     store::{StoreError, TurnRow, TurnState},
 };
 
@@ -92,7 +92,7 @@ impl Recovery {
         let output = row.output.clone().unwrap_or_default();
         let deliverer = self.runner.deliverer();
         // The card's create time was not kept: the answer is stamped when delivered.
-        let card = row.card_message_id.clone().map(Sent::unstamped);
+        let card = posted_card(&row);
         let outcome = match deliverer.deliver(&job, card.as_ref(), &output, None).await {
             Ok(()) => Outcome::Delivered,
             Err(e) => {
@@ -129,7 +129,8 @@ impl Recovery {
                     turn_id: &row.turn_id,
                     in_thread: job.as_ref().is_none_or(|j| !j.is_dm),
                 };
-                let card = row.card_message_id.as_deref().map(|id| (id, ""));
+                let posted = posted_card(&row);
+                let card = posted.as_ref().map(|p| (p, ""));
                 let shown = CardState::Failed(INTERRUPTED);
                 if let Err(e) = deliverer.tell_ended(to, card, shown, INTERRUPTED).await {
                     tracing::warn!(turn_id = %row.turn_id, error = %e, "interrupted turn's user not told");
@@ -148,4 +149,15 @@ impl Recovery {
             }
         }
     }
+}
+
+/// The card a turn of the previous run posted, as this run can update it: a CardKit
+/// entity's operations count their sequence from the turn's start (before the card was
+/// created), so they come after every one the previous run sent.
+fn posted_card(row: &TurnRow) -> Option<PostedCard> {
+    let sent = Sent::unstamped(row.card_message_id.clone()?);
+    Some(match (&row.card_id, row.started_at) {
+        (Some(card_id), Some(started)) => PostedCard::entity(sent, card_id.clone(), started),
+        _ => PostedCard::message(sent),
+    })
 }

@@ -19,7 +19,11 @@ use super::{
 use crate::{
     agent::{Agent, AgentError, AgentTurn, ContextItem, EchoAgent, PastTurn, TurnSender},
     config::Config,
-    feishu_api::{FeishuClient, identity::Identities, outbound::Outbound, reply::Sent},
+    feishu_api::{
+        FeishuClient,
+        identity::Identities,
+        outbound::{Outbound, PostedCard},
+    },
     store::{
         HistoryQuery, SessionRow, SessionStore, StartedTurn, Store, TurnStart, TurnState, TurnStore,
     },
@@ -91,8 +95,8 @@ struct Started {
 /// What the agent did with a turn; `None` when the turn was cancelled first.
 struct Asked {
     answer: Option<Result<String, AgentError>>,
-    /// The streaming card's message and the text it showed last.
-    card: Option<(Sent, String)>,
+    /// The streaming card and the text it showed last.
+    card: Option<(PostedCard, String)>,
 }
 
 impl TurnRunner {
@@ -404,7 +408,7 @@ impl TurnRunner {
         let card = asked
             .card
             .as_ref()
-            .map(|(sent, text)| (sent.message_id.as_str(), text.as_str()));
+            .map(|(posted, text)| (posted, text.as_str()));
         match asked.answer {
             None => self.end_cancelled(job, card).await,
             Some(Err(e)) => {
@@ -433,7 +437,7 @@ impl TurnRunner {
                             s.session.session_id.clone(),
                         )
                     });
-                let posted = asked.card.as_ref().map(|(sent, _)| sent);
+                let posted = asked.card.as_ref().map(|(posted, _)| posted);
                 self.deliverer
                     .deliver(job, posted, &answer, root_delivered)
                     .await?;
@@ -464,7 +468,7 @@ impl TurnRunner {
     async fn end_cancelled(
         &self,
         job: &TurnJob,
-        card: Option<(&str, &str)>,
+        card: Option<(&PostedCard, &str)>,
     ) -> Result<Outcome, TurnError> {
         let (state, error, shown, notice, outcome) = if self.shutdown.is_cancelled() {
             (

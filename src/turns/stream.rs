@@ -1,6 +1,8 @@
 //! A streaming answer's card: posted when the turn starts (with a stop button), updated
 //! as the agent's text grows — at most one update per interval, each with the whole
-//! text so far, in order — and handed back for its final state when the agent is done.
+//! text so far that fits the card — and handed back for its final state when the agent
+//! is done. An intermediate update that finds no room (the app's call budget, the
+//! card's pace, a rate limit) is simply skipped: the next one carries everything.
 
 use std::{sync::Arc, time::Duration};
 
@@ -8,22 +10,22 @@ use tokio::{sync::watch, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    card::{CARD_TEXT_MAX, CardState, answer_card},
+    card::{CardState, answer_card, fitting},
     job::{ReplyTo, TurnJob},
 };
 use crate::feishu_api::{
-    outbound::{CardReply, CardUpdate, Outbound},
-    reply::Sent,
+    OpenApiError, Urgency,
+    outbound::{CardReply, CardUpdate, Outbound, OutboundError, PostedCard},
 };
 
 /// Fewest milliseconds between two updates of one card. Feishu allows 5 updates per
-/// second per message; this stays well below, leaving room for the final update.
+/// second per message (10 per CardKit card); this stays below, leaving room for the
+/// final update.
 pub const MIN_UPDATE_INTERVAL_MS: u64 = 200;
 
 /// A posted card and the task keeping it current.
 pub(super) struct StreamCard {
-    /// The card's message (its create time is where the answer sits in the thread).
-    posted: Sent,
+    posted: PostedCard,
     stop: CancellationToken,
     task: JoinHandle<()>,
 }
@@ -49,7 +51,7 @@ impl StreamCard {
             })
             .await;
         let posted = match posted {
-            Ok(sent) => sent,
+            Ok(posted) => posted,
             Err(e) => {
                 tracing::warn!(turn_id = %job.turn_id, error = %e, "streaming card not posted; the answer will come as text");
                 return None;
@@ -59,7 +61,7 @@ impl StreamCard {
         let task = tokio::spawn(keep_current(
             outbound.clone(),
             job.clone(),
-            posted.message_id.clone(),
+            posted.clone(),
             partial.subscribe(),
             interval,
             stop.clone(),
@@ -67,13 +69,15 @@ impl StreamCard {
         Some(Self { posted, stop, task })
     }
 
-    /// The card's message id.
-    pub(super) fn message_id(&self) -> &str {
-        &self.posted.message_id
+    /// The posted card.
+    pub(super) fn posted(&self) -> &PostedCard {
+        &self.posted
     }
 
-    /// Stops the updates (after the one in flight) and returns the card's message.
-    pub(super) async fn finish(self) -> Sent {
+    /// Stops the updates and returns the card. An update in flight to a CardKit card is
+    /// dropped (its sequence is below the final one's, so it can never land after it);
+    /// one to a message's card, which has no sequence, is waited for.
+    pub(super) async fn finish(self) -> PostedCard {
         self.stop.cancel();
         if let Err(e) = self.task.await {
             // The updater only logs; a panic in it leaves the final update to the caller.
@@ -86,32 +90,50 @@ impl StreamCard {
 async fn keep_current(
     outbound: Arc<dyn Outbound>,
     job: TurnJob,
-    message_id: String,
+    card: PostedCard,
     mut text: watch::Receiver<String>,
     interval: Duration,
     stop: CancellationToken,
 ) {
+    // Whether the latest text has not been shown (its update was deferred).
+    let mut behind = false;
     loop {
-        tokio::select! {
-            biased;
-            () = stop.cancelled() => return,
-            changed = text.changed() => if changed.is_err() { return },
+        if !behind {
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => return,
+                changed = text.changed() => if changed.is_err() { return },
+            }
         }
         let now = text.borrow_and_update().clone();
-        let shown: String = now.chars().take(CARD_TEXT_MAX).collect();
-        let card = answer_card(&shown, CardState::Running, &job.turn_id);
-        if let Err(e) = outbound
-            .update_card(CardUpdate {
-                profile: &job.profile,
-                chat_id: &job.chat_id,
-                message_id: &message_id,
-                card: &card,
-                text: &shown,
-            })
-            .await
-        {
-            tracing::warn!(turn_id = %job.turn_id, error = %e, "card update failed");
-        }
+        let (shown, _) = fitting(&now, CardState::Running, &job.turn_id);
+        let view = answer_card(&shown, CardState::Running, &job.turn_id);
+        let update = outbound.update_card(CardUpdate {
+            profile: &job.profile,
+            chat_id: &job.chat_id,
+            card: &card,
+            view: &view,
+            text: &shown,
+            urgency: Urgency::Intermediate,
+        });
+        let done = if card.card_id().is_some() {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                done = update => done,
+            }
+        } else {
+            update.await
+        };
+        behind = match done {
+            Ok(()) => false,
+            Err(OutboundError::Api(OpenApiError::Deferred | OpenApiError::RateLimited { .. })) => {
+                true
+            }
+            Err(e) => {
+                tracing::debug!(turn_id = %job.turn_id, error = %e, "intermediate card update not made");
+                false
+            }
+        };
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(interval) => {}

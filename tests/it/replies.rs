@@ -52,7 +52,8 @@ async fn replies_in_thread(db: TestDb) {
         "one token for everything"
     );
 
-    // A terminal code is not retried.
+    // A request recalled meanwhile (230011) is terminal: the answer is tried once, and
+    // no further call goes to that message (not even the failure notice).
     let before = fake.state.send_attempts.load(Ordering::SeqCst);
     fake.state
         .failures
@@ -65,8 +66,8 @@ async fn replies_in_thread(db: TestDb) {
     assert_eq!(app.ask(&gone).await, "failed");
     assert_eq!(
         fake.state.send_attempts.load(Ordering::SeqCst) - before,
-        2,
-        "the answer once, the notice once; no retries"
+        1,
+        "the answer once; no retry, no notice to a recalled message"
     );
     app.stop().await.expect("clean stop");
 }
@@ -149,7 +150,7 @@ async fn send_to_chat(db: TestDb) {
     };
     let fake = FakeFeishu::planner().await;
     let cfg = config(&config_toml(&db, &fake.profile_keys()));
-    let client = FeishuClient::new(reqwest::Client::new(), &cfg.profiles[0]);
+    let client = FeishuClient::new(reqwest::Client::new(), &cfg.profiles[0], Default::default());
     let text_id = client
         .post(
             Destination::Chat("oc_group"),

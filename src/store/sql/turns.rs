@@ -2,7 +2,7 @@
 
 pub(crate) const TURN_COLUMNS: &str = "id, turn_id, profile, session_key, session_id, chat_id, \
      message_id, request_text, job_json, state, decision_id, output, reply_message_id, \
-     card_message_id, error, \
+     card_message_id, card_id, error, \
      queued_at, started_at, answered_at, finished_at";
 
 pub(crate) const START: &str = "\
@@ -72,12 +72,14 @@ macro_rules! impl_turn_store {
                 &self,
                 turn_id: &str,
                 message_id: &str,
+                card_id: Option<&str>,
             ) -> Result<(), $crate::store::StoreError> {
                 $crate::store::sql::execute!(
                     self,
-                    "UPDATE turns SET card_message_id = $2 WHERE turn_id = $1",
+                    "UPDATE turns SET card_message_id = $2, card_id = $3 WHERE turn_id = $1",
                     turn_id,
                     message_id,
+                    card_id,
                 )
                 .map(drop)
             }

@@ -81,6 +81,7 @@ async fn queued_then_started(db: TestDb) {
         output: None,
         reply_message_id: None,
         card_message_id: None,
+        card_id: None,
         error: None,
         queued_at: UnixMs(100),
         started_at: None,
@@ -247,8 +248,13 @@ async fn answer_then_complete(db: TestDb) {
     queue(&*s, turn("a", KEY, "t1")).await;
     queue(&*s, turn("a", KEY, "t2")).await;
     start(&*s, "t1", "sid-1").await.expect("started");
-    s.set_turn_card("t1", "om_card").await.expect("card");
-    s.set_turn_card("nope", "om_card")
+    s.set_turn_card("t1", "om_card", Some("7355439197428236291"))
+        .await
+        .expect("card");
+    s.set_turn_card("t2", "om_card_2", None)
+        .await
+        .expect("a card posted as a message");
+    s.set_turn_card("nope", "om_card", None)
         .await
         .expect("no such turn");
     s.save_turn_output("t1", "the answer", UnixMs(500))
@@ -258,6 +264,12 @@ async fn answer_then_complete(db: TestDb) {
         .await
         .expect("output");
     let t1 = read(&*s, "t1").await;
+    assert_eq!(t1.card_id.as_deref(), Some("7355439197428236291"));
+    let t2 = read(&*s, "t2").await;
+    assert_eq!(
+        (t2.card_message_id.as_deref(), t2.card_id.as_deref()),
+        (Some("om_card_2"), None)
+    );
     assert_eq!(
         (
             t1.state,

@@ -1,0 +1,202 @@
+//! One Open API call as the bridge makes it: room from the app's budget, the tenant
+//! token, and — for a required call — retries. A rate limit waits what
+//! `x-ogw-ratelimit-reset` says (a missing or zero reset backs off exponentially
+//! instead of retrying at once); a transport failure or a server error is retried with
+//! the same body, so a send keeps its `uuid` and Feishu posts it once; an invalid token
+//! is replaced once. An intermediate call is made once, and only when the budget has
+//! room to spare: the next one carries everything it would have.
+
+use std::time::Duration;
+
+use secrecy::ExposeSecret;
+use serde::{Deserialize, de::DeserializeOwned};
+
+use super::{
+    FeishuClient, OpenApiError,
+    budget::Urgency,
+    client::decode,
+    codes::{self, RATE_LIMITED, TOKEN_INVALID},
+};
+
+/// Retries of one required call.
+const MAX_RETRIES: u32 = 4;
+/// The longest wait before one retry.
+const MAX_WAIT: Duration = Duration::from_secs(30);
+
+/// What to call.
+pub(super) struct Call<'a> {
+    pub(super) method: reqwest::Method,
+    /// Method and path template, as errors name it.
+    pub(super) endpoint: &'static str,
+    pub(super) url: String,
+    pub(super) query: &'a [(&'a str, &'a str)],
+    pub(super) urgency: Urgency,
+}
+
+/// The part of every Open API answer that says how it went.
+#[derive(Deserialize)]
+struct Coded {
+    code: i64,
+    #[serde(default)]
+    msg: String,
+}
+
+/// Why one attempt did not succeed, when another may.
+enum Retryable {
+    Transport(reqwest::Error),
+    Server(u16),
+    Limited { code: i64, reset: Option<Duration> },
+}
+
+impl Retryable {
+    fn into_error(self, endpoint: &'static str) -> OpenApiError {
+        match self {
+            Self::Transport(e) => OpenApiError::transport(endpoint, e),
+            Self::Server(status) => OpenApiError::Status { endpoint, status },
+            Self::Limited { code, reset } => OpenApiError::RateLimited { code, reset },
+        }
+    }
+
+    /// What went wrong, for the log (no URL, no body).
+    fn reason(&self) -> String {
+        match self {
+            Self::Transport(e) if e.is_timeout() => "timed out".into(),
+            Self::Transport(e) if e.is_connect() => "could not connect".into(),
+            Self::Transport(_) => "the connection broke off".into(),
+            Self::Server(status) => format!("HTTP {status}"),
+            Self::Limited { code, .. } => format!("rate limited (code {code})"),
+        }
+    }
+
+    /// The pause before retry number `attempt` (from 1).
+    fn wait(&self, attempt: u32) -> Duration {
+        let backoff = Duration::from_millis(500) * (1 << (attempt - 1).min(5));
+        let jitter = Duration::from_millis(rand::random::<u64>() % 100);
+        match self {
+            Self::Limited {
+                reset: Some(reset), ..
+            } => *reset,
+            _ => backoff + jitter,
+        }
+        .min(MAX_WAIT)
+    }
+}
+
+impl FeishuClient {
+    /// Makes `call` with the body `body()` builds for each attempt (the same one, or —
+    /// for CardKit — one with a fresh `sequence`), and decodes a successful answer.
+    pub(super) async fn call<T: DeserializeOwned>(
+        &self,
+        call: Call<'_>,
+        mut body: impl FnMut() -> Option<serde_json::Value>,
+    ) -> Result<T, OpenApiError> {
+        let endpoint = call.endpoint;
+        let mut refreshed = false;
+        let mut attempt = 0u32;
+        loop {
+            if !self.budget.take(call.urgency).await {
+                return Err(OpenApiError::Deferred);
+            }
+            let token = self.tenant_token().await?;
+            let mut request = self
+                .http
+                .request(call.method.clone(), &call.url)
+                .bearer_auth(token.expose_secret());
+            if !call.query.is_empty() {
+                request = request.query(call.query);
+            }
+            if let Some(body) = body() {
+                request = request.json(&body);
+            }
+            let retryable = match self.attempt(request, endpoint).await? {
+                Attempt::Done(bytes) => return decode(endpoint, &bytes),
+                Attempt::TokenInvalid(e) => {
+                    self.forget_token().await;
+                    if refreshed || call.urgency == Urgency::Intermediate {
+                        return Err(e);
+                    }
+                    // The token was replaced early: once more with a fresh one.
+                    refreshed = true;
+                    continue;
+                }
+                Attempt::Retry(r) => r,
+            };
+            if call.urgency == Urgency::Intermediate || attempt >= MAX_RETRIES {
+                return Err(retryable.into_error(endpoint));
+            }
+            attempt += 1;
+            let wait = retryable.wait(attempt);
+            tracing::warn!(
+                endpoint,
+                attempt,
+                wait_ms = wait.as_millis() as u64,
+                reason = retryable.reason(),
+                "Open API call failed; retrying"
+            );
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Sends one attempt and sorts out its answer.
+    async fn attempt(
+        &self,
+        request: reqwest::RequestBuilder,
+        endpoint: &'static str,
+    ) -> Result<Attempt, OpenApiError> {
+        let resp = match request.send().await {
+            Ok(resp) => resp,
+            Err(e) => return Ok(Attempt::Retry(Retryable::Transport(e))),
+        };
+        let status = resp.status();
+        let reset = resp
+            .headers()
+            .get("x-ogw-ratelimit-reset")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|secs| *secs > 0)
+            .map(Duration::from_secs);
+        let bytes = match resp.bytes().await {
+            Ok(bytes) => bytes,
+            Err(e) => return Ok(Attempt::Retry(Retryable::Transport(e))),
+        };
+        let coded: Coded = match decode(endpoint, &bytes) {
+            Ok(c) => c,
+            Err(_) if status.is_server_error() || status.as_u16() == 429 => {
+                return Ok(Attempt::Retry(Retryable::Server(status.as_u16())));
+            }
+            Err(e) => return Err(e),
+        };
+        if coded.code == 0 && status.is_success() {
+            return Ok(Attempt::Done(bytes.to_vec()));
+        }
+        if codes::is(&TOKEN_INVALID, coded.code) {
+            return Ok(Attempt::TokenInvalid(OpenApiError::Api {
+                code: coded.code,
+                msg: coded.msg,
+            }));
+        }
+        if status.as_u16() == 429 || codes::is(&RATE_LIMITED, coded.code) {
+            return Ok(Attempt::Retry(Retryable::Limited {
+                code: coded.code,
+                reset,
+            }));
+        }
+        if status.is_server_error() || coded.code == 0 {
+            return Ok(Attempt::Retry(Retryable::Server(status.as_u16())));
+        }
+        Err(OpenApiError::Api {
+            code: coded.code,
+            msg: coded.msg,
+        })
+    }
+}
+
+/// How one attempt went.
+enum Attempt {
+    /// Code 0: the answer's bytes.
+    Done(Vec<u8>),
+    /// The token was refused.
+    TokenInvalid(OpenApiError),
+    /// Another attempt may succeed.
+    Retry(Retryable),
+}

@@ -1,0 +1,35 @@
+//! What Feishu's error codes mean to the bridge: which are worth waiting for, which need
+//! a fresh token, which say the target is gone, and which say the content is too large.
+//! Taken from the Open API's error pages (message create/reply/patch, CardKit) and the
+//! official SDKs' token handling.
+
+/// "Slow down, then try again": the platform limit (99991400, HTTP 429), the message
+/// send limits (11232, 11233, 11247) and the message API's own (230020), and 230049
+/// (the message service asking to be called again).
+pub const RATE_LIMITED: [i64; 6] = [99991400, 11232, 11233, 11247, 230020, 230049];
+
+/// The tenant token is no good (invalid or expired, invalid tenant token, malformed):
+/// take a fresh one and call again, once (the Go SDK retries on the same codes).
+pub const TOKEN_INVALID: [i64; 3] = [99991663, 99991664, 99991671];
+
+/// A thread reply is refused here: the chat does not support replies in thread
+/// (230071), or the message is an aggregated one (230072).
+pub const NO_THREAD: [i64; 2] = [230071, 230072];
+
+/// The content is over the size limit: a message or card update (230025), a CardKit
+/// card (200860).
+pub const TOO_LARGE: [i64; 2] = [230025, 200860];
+
+/// The message replied to is gone: recalled (230011) or deleted (230110). Calling it
+/// again cannot help.
+pub const TARGET_GONE: [i64; 2] = [230011, 230110];
+
+/// When reading a message: "not there for you" rather than a failure — recalled
+/// (230011), deleted (230110), not visible to the bot (230050), the bot is not in its
+/// chat (230002). An invalid parameter (230001) is a failure, not an absence.
+pub const NOT_READABLE: [i64; 4] = [230011, 230110, 230050, 230002];
+
+/// Whether `code` is in `set`.
+pub fn is(set: &[i64], code: i64) -> bool {
+    set.contains(&code)
+}
