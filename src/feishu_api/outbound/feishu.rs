@@ -205,7 +205,18 @@ impl FeishuOutbound {
         let card_id = match client.create_card_entity(&card.card).await {
             Ok(id) => id,
             Err(e) => {
-                if e.code().is_some_and(|c| !RATE_LIMITED.contains(&c)) {
+                // A refusal (a code, or an answer that is no CardKit answer at all, as
+                // from a deployment without CardKit) is remembered; a failure of the
+                // moment is not.
+                let passing = matches!(
+                    e,
+                    OpenApiError::Transport { .. }
+                        | OpenApiError::Status { .. }
+                        | OpenApiError::RateLimited { .. }
+                        | OpenApiError::Deferred
+                        | OpenApiError::NoSecret
+                ) || e.is(&RATE_LIMITED);
+                if !passing {
                     tracing::warn!(profile = %card.profile, code = ?e.code(), error = %e, "CardKit refused this app (does it have the scope cardkit:card:write?); streaming cards are updated as messages for a while");
                     self.no_cardkit
                         .insert(&card.profile, e.code().unwrap_or_default());
