@@ -10,6 +10,7 @@ mod context;
 mod context_order;
 mod errors;
 mod explain;
+mod fake_openapi;
 mod full_loop;
 mod hygiene;
 mod inbox;

@@ -1,0 +1,219 @@
+//! A fake Feishu Open API on 127.0.0.1:0 (the real one is outside our control): it
+//! serves what the bridge calls, behaves like Feishu where it matters (documented size
+//! and frequency limits, uuid idempotency, error codes, CardKit streaming cards), and
+//! counts the calls. Wire formats and codes: `/work/shared/feishu-protocol.md` §10, §11.
+//!
+//! `limits`: sizes and sliding windows; `gate`: refusals and the checks every call
+//! passes first; `messages`: token, bot info, get, send/reply, card PATCH; `cardkit`:
+//! card entities; `mentions`: who would be pinged; `views`: what tests read back.
+
+mod card_patch;
+mod cardkit;
+mod entities;
+mod gate;
+mod limits;
+mod mentions;
+mod messages;
+mod reads;
+mod views;
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, AtomicUsize},
+    },
+};
+
+use axum::{
+    Router,
+    routing::{get, patch, post, put},
+};
+pub use entities::{CardEntity, CardOp};
+pub use gate::Storm;
+pub use limits::{
+    APP_PER_MIN, APP_PER_SEC, CARD_MAX_BYTES, CARDKIT_OPS_PER_SEC_PER_CARD,
+    PATCH_PER_SEC_PER_MESSAGE, SlidingWindow, TEXT_MAX_BYTES,
+};
+pub use mentions::tags_in as mention_tags;
+use serde_json::Value;
+use tokio::{net::TcpListener, sync::broadcast};
+
+/// What the fake knows and has seen.
+pub struct FakeState {
+    /// Accepted app secret.
+    pub app_secret: String,
+    /// The bot's open_id it reports.
+    pub bot_open_id: String,
+    /// Token requests seen.
+    pub token_requests: AtomicUsize,
+    /// Bot info requests seen.
+    pub bot_info_requests: AtomicUsize,
+    /// Get-message requests seen.
+    pub get_requests: AtomicUsize,
+    /// Messages it can return: id → text.
+    pub messages: Arc<Mutex<HashMap<String, String>>>,
+    /// Replies and sends received: (path target, body), one per message created.
+    pub sent: Mutex<Vec<(String, Value)>>,
+    /// uuid → (message id, create time) already created (Feishu's one-hour
+    /// idempotency: a repeated send answers the message it created).
+    pub uuids: Mutex<HashMap<String, (String, i64)>>,
+    /// The `create_time` (ms) it gives the messages it creates; `None`: the current time.
+    pub create_time: Mutex<Option<i64>>,
+    /// Answers to give before succeeding: (HTTP status, code), consumed in order.
+    pub failures: Mutex<Vec<(u16, i64)>>,
+    /// Send attempts seen (including refused ones).
+    pub send_attempts: AtomicUsize,
+    /// `expire` of issued tokens, in seconds.
+    pub token_expire: AtomicU64,
+    /// Current token generation: only `t-fake-<gen>` is valid.
+    pub token_gen: AtomicUsize,
+    /// Card updates received, in order: (message id, card JSON).
+    pub patches: Mutex<Vec<(String, Value)>>,
+    /// While set, replies and sends are recorded as attempts and never answered (a
+    /// Feishu that stopped answering mid-request).
+    pub hang: AtomicBool,
+    /// What happens, as it happens: `attempt:<uuid>`, `sent:<uuid>`, `lost:<message id>`,
+    /// `patch:<id>`, `cardkit:<op>:<card_id>`, `refused:<code>`.
+    pub activity: broadcast::Sender<String>,
+    /// The uuid of every send attempt, in order (including ones that hung).
+    pub attempt_uuids: Mutex<Vec<String>>,
+    /// Messages in chats that refuse thread replies: a reply to one with
+    /// `reply_in_thread: true` is refused with 230071.
+    pub no_thread: Mutex<HashSet<String>>,
+    /// Recalled messages: replies to them are refused (230011), and so are GETs and
+    /// card updates of them.
+    pub recalled: Mutex<HashSet<String>>,
+    /// Requests that targeted a recalled message (replies, GETs, card updates).
+    pub calls_to_recalled: AtomicUsize,
+    /// Refusals for going over a frequency limit: `app/s`, `app/min`,
+    /// `patch:<message_id>`, `cardkit:<card_id>` (storms are not listed).
+    pub violations: Mutex<Vec<String>>,
+    /// An injected rate-limit storm, while set.
+    pub storm: Mutex<Option<Storm>>,
+    /// Requests refused by a storm.
+    pub storm_refusals: AtomicUsize,
+    /// The next N sends/replies that succeed (create a message, or answer a repeated
+    /// uuid with the one it created) are carried out, but their answer is cut: the client
+    /// sees a transport error. Refused requests do not use one up.
+    pub lose_answers: AtomicUsize,
+    /// The next N sends/replies (past a storm) are answered HTTP 502 with an HTML body,
+    /// creating nothing. Having no code, they are not listed in `refusals`.
+    pub server_errors: AtomicUsize,
+    /// While set, every CardKit endpoint answers 99991672 (scope `cardkit:card:write`
+    /// not granted).
+    pub cardkit_refused: AtomicBool,
+    /// Card entities by card_id.
+    pub cards: Mutex<HashMap<String, CardEntity>>,
+    /// Every CardKit request, in order.
+    pub card_ops: Mutex<Vec<CardOp>>,
+    /// Mention tags in everything accepted: the people the real Feishu would ping.
+    pub notified: Mutex<Vec<String>>,
+    /// Every refused request: (`METHOD /path/{template}`, code).
+    pub refusals: Mutex<Vec<(String, i64)>>,
+    /// The frequency windows.
+    limits: Mutex<limits::Limits>,
+    /// Messages created, by id.
+    posted: Mutex<HashMap<String, messages::Posted>>,
+    /// Card entities created so far (for their ids).
+    next_card: AtomicU64,
+}
+
+/// The running fake.
+pub struct FakeFeishu {
+    /// Base URL for `api_base`.
+    pub base: String,
+    /// Its state.
+    pub state: Arc<FakeState>,
+    /// Messages it can return (shared with the state).
+    pub messages: Arc<Mutex<HashMap<String, String>>>,
+}
+
+impl FakeFeishu {
+    /// The fake for the default test profile (app secret `s`, the planner bot).
+    pub async fn planner() -> Self {
+        Self::start("s", super::feishu::BOT_OPEN_ID).await
+    }
+
+    /// The profile keys that point the default test profile at this fake.
+    pub fn profile_keys(&self) -> String {
+        format!("api_base = \"{}\"\napp_secret = \"s\"\n", self.base)
+    }
+
+    /// Starts the fake.
+    pub async fn start(app_secret: &str, bot_open_id: &str) -> Self {
+        let state = Arc::new(FakeState {
+            app_secret: app_secret.into(),
+            bot_open_id: bot_open_id.into(),
+            token_requests: AtomicUsize::default(),
+            bot_info_requests: AtomicUsize::default(),
+            get_requests: AtomicUsize::default(),
+            messages: Arc::default(),
+            sent: Mutex::default(),
+            uuids: Mutex::default(),
+            create_time: Mutex::default(),
+            failures: Mutex::default(),
+            send_attempts: AtomicUsize::default(),
+            token_expire: AtomicU64::new(7200),
+            token_gen: AtomicUsize::default(),
+            patches: Mutex::default(),
+            hang: AtomicBool::default(),
+            activity: broadcast::channel(1024).0,
+            attempt_uuids: Mutex::default(),
+            no_thread: Mutex::default(),
+            recalled: Mutex::default(),
+            calls_to_recalled: AtomicUsize::default(),
+            violations: Mutex::default(),
+            storm: Mutex::default(),
+            storm_refusals: AtomicUsize::default(),
+            lose_answers: AtomicUsize::default(),
+            server_errors: AtomicUsize::default(),
+            cardkit_refused: AtomicBool::default(),
+            cards: Mutex::default(),
+            card_ops: Mutex::default(),
+            notified: Mutex::default(),
+            refusals: Mutex::default(),
+            limits: Mutex::default(),
+            posted: Mutex::default(),
+            next_card: AtomicU64::default(),
+        });
+        let app = Router::new()
+            .route(
+                "/open-apis/auth/v3/tenant_access_token/internal",
+                post(reads::token),
+            )
+            .route("/open-apis/bot/v3/info", get(reads::bot_info))
+            .route(
+                "/open-apis/im/v1/messages/{id}",
+                get(reads::get_message).patch(card_patch::patch_card),
+            )
+            .route(
+                "/open-apis/im/v1/messages/{id}/reply",
+                post(messages::reply),
+            )
+            .route("/open-apis/im/v1/messages", post(messages::send))
+            .route("/open-apis/cardkit/v1/cards", post(cardkit::create))
+            .route(
+                "/open-apis/cardkit/v1/cards/{card_id}",
+                put(cardkit::update),
+            )
+            .route(
+                "/open-apis/cardkit/v1/cards/{card_id}/settings",
+                patch(cardkit::settings),
+            )
+            .route(
+                "/open-apis/cardkit/v1/cards/{card_id}/elements/{element_id}/content",
+                put(cardkit::content),
+            )
+            .with_state(state.clone());
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let messages = state.messages.clone();
+        Self {
+            base,
+            state,
+            messages,
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! What tests read back from the fake: the token it accepts, when it created a message,
+//! and what a message or card entity shows now.
+
+use std::sync::atomic::Ordering;
+
+use axum::http::HeaderMap;
+use serde_json::Value;
+
+use super::{FakeState, entities::find_element};
+
+impl FakeState {
+    /// The one token it accepts now.
+    pub fn current_token(&self) -> String {
+        format!("t-fake-{}", self.token_gen.load(Ordering::SeqCst))
+    }
+
+    /// Invalidates the current token (Feishu answers 99991663 to it from now on).
+    pub fn revoke_token(&self) {
+        self.token_gen.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(super) fn authorized(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v == format!("Bearer {}", self.current_token()))
+    }
+
+    /// Whether `id` was recalled; a request about it is counted in `calls_to_recalled`.
+    pub(super) fn targets_recalled(&self, id: &str) -> bool {
+        let recalled = self.recalled.lock().expect("lock").contains(id);
+        if recalled {
+            self.calls_to_recalled.fetch_add(1, Ordering::SeqCst);
+        }
+        recalled
+    }
+
+    /// Adds mention tags to `notified`.
+    pub(super) fn notify(&self, tags: Vec<String>) {
+        if !tags.is_empty() {
+            self.notified.lock().expect("lock").extend(tags);
+        }
+    }
+
+    /// The `create_time` (ms) it gave the message `id` it created.
+    pub fn created_at(&self, id: &str) -> Option<i64> {
+        let by_uuid = self
+            .uuids
+            .lock()
+            .expect("lock")
+            .values()
+            .find(|(m, _)| m == id)
+            .map(|(_, at)| *at);
+        by_uuid.or_else(|| self.posted.lock().expect("lock").get(id).map(|p| p.at))
+    }
+
+    /// The text shown in the latest update (PATCH) of card `id`.
+    pub fn card_text(&self, id: &str) -> Option<String> {
+        self.patches
+            .lock()
+            .expect("lock")
+            .iter()
+            .rev()
+            .find(|(m, _)| m == id)
+            .map(|(_, card)| {
+                card["body"]["elements"][0]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+    }
+
+    /// The card entity that message `message_id` shows, if it shows one.
+    pub fn entity_of(&self, message_id: &str) -> Option<String> {
+        self.cards
+            .lock()
+            .expect("lock")
+            .iter()
+            .find(|(_, e)| e.message_id.as_deref() == Some(message_id))
+            .map(|(id, _)| id.clone())
+    }
+
+    /// The text of entity `card_id`: the `content` of its element `answer`, else of its
+    /// first markdown element (depth first).
+    pub fn entity_text(&self, card_id: &str) -> Option<String> {
+        let cards = self.cards.lock().expect("lock");
+        let body = &cards.get(card_id)?.card["body"];
+        let element = find_element(body, &|e| e["element_id"] == "answer")
+            .or_else(|| find_element(body, &|e| e["tag"] == "markdown"))?;
+        element["content"].as_str().map(str::to_string)
+    }
+
+    /// The card message `message_id` shows now: its entity's card, else its latest
+    /// PATCH, else the card it was posted with. `None` for other messages.
+    pub fn shown_card(&self, message_id: &str) -> Option<Value> {
+        if let Some(card_id) = self.entity_of(message_id) {
+            return self
+                .cards
+                .lock()
+                .expect("lock")
+                .get(&card_id)
+                .map(|e| e.card.clone());
+        }
+        let patched = self
+            .patches
+            .lock()
+            .expect("lock")
+            .iter()
+            .rev()
+            .find(|(m, _)| m == message_id)
+            .map(|(_, card)| card.clone());
+        patched.or_else(|| {
+            let posted = self.posted.lock().expect("lock");
+            let posted = posted.get(message_id)?;
+            (posted.msg_type == "interactive").then(|| posted.content.clone())
+        })
+    }
+}
