@@ -148,13 +148,7 @@ impl FeishuClient {
             Err(e) => return Ok(Attempt::Retry(Retryable::Transport(e))),
         };
         let status = resp.status();
-        let reset = resp
-            .headers()
-            .get("x-ogw-ratelimit-reset")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .filter(|secs| *secs > 0)
-            .map(Duration::from_secs);
+        let reset = reset_after(resp.headers());
         let bytes = match resp.bytes().await {
             Ok(bytes) => bytes,
             Err(e) => return Ok(Attempt::Retry(Retryable::Transport(e))),
@@ -191,6 +185,17 @@ impl FeishuClient {
     }
 }
 
+/// How long `x-ogw-ratelimit-reset` asks to wait; a missing, unreadable or zero one
+/// says nothing (the caller backs off instead of retrying at once).
+fn reset_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    headers
+        .get("x-ogw-ratelimit-reset")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|secs| *secs > 0)
+        .map(Duration::from_secs)
+}
+
 /// How one attempt went.
 enum Attempt {
     /// Code 0: the answer's bytes.
@@ -199,4 +204,46 @@ enum Attempt {
     TokenInvalid(OpenApiError),
     /// Another attempt may succeed.
     Retry(Retryable),
+}
+
+#[cfg(test)]
+mod tests {
+    use reqwest::header::{HeaderMap, HeaderValue};
+
+    use super::*;
+
+    fn reset(value: Option<&'static str>) -> Option<Duration> {
+        let mut headers = HeaderMap::new();
+        if let Some(v) = value {
+            headers.insert("x-ogw-ratelimit-reset", HeaderValue::from_static(v));
+        }
+        reset_after(&headers)
+    }
+
+    #[test]
+    fn a_zero_or_missing_reset_backs_off_instead_of_retrying_at_once() {
+        for said in [None, Some("0"), Some("soon"), Some("")] {
+            let limited = Retryable::Limited {
+                code: 99991400,
+                reset: reset(said),
+            };
+            assert!(limited.wait(1) >= Duration::from_millis(500), "{said:?}");
+            assert!(limited.wait(3) >= Duration::from_secs(2), "{said:?}");
+        }
+        let told = Retryable::Limited {
+            code: 99991400,
+            reset: reset(Some("3")),
+        };
+        assert_eq!(
+            told.wait(1),
+            Duration::from_secs(3),
+            "waits what Feishu said"
+        );
+        let far = Retryable::Limited {
+            code: 99991400,
+            reset: reset(Some("3600")),
+        };
+        assert_eq!(far.wait(1), MAX_WAIT, "never longer than the cap");
+        assert!(Retryable::Server(502).wait(5) <= MAX_WAIT);
+    }
 }

@@ -129,32 +129,34 @@ async fn streamed_answer(db: TestDb) {
     app.route_as("coder", &coder(), &ask).await;
     app.route(&ask).await;
 
-    // The card is posted in the thread at once, with a stop button for this turn.
+    // The card is posted in the thread at once, as a CardKit entity, with a stop
+    // button for this turn.
     until(&fake, || !fake.state.sent.lock().expect("lock").is_empty()).await;
     let turn = app.turn_of("om_q").await;
     let (target, body) = fake.state.sent.lock().expect("lock")[0].clone();
     assert_eq!(target, "om_q");
     assert_eq!(body["msg_type"], "interactive");
     assert_eq!(body["reply_in_thread"], true);
-    let card: Value =
-        serde_json::from_str(body["content"].as_str().unwrap_or_default()).expect("card");
+    let card_message = "om_bot_reply_1";
+    let entity = fake.state.entity_of(card_message).expect("sent by card_id");
+    let card = fake.state.shown_card(card_message).expect("a card");
     assert_eq!(card["config"]["update_multi"], true);
+    assert_eq!(card["config"]["streaming_mode"], true);
     assert_eq!(
         button_values(&card),
         [json!({"action": "stop", "turn_id": turn.turn_id})]
     );
-    let card_id = "om_bot_reply_1";
 
     // The first piece shows while the model stalls; then the rest, and the final text.
     until(&fake, || {
-        fake.state.card_text(card_id).as_deref() == Some("Hello")
+        fake.state.entity_text(&entity).as_deref() == Some("Hello")
     })
     .await;
     llm.release();
     let row = app.turn_ended("om_q").await;
     assert_eq!(row.state, "succeeded", "{:?}", row.error);
     assert_eq!(row.output.as_deref(), Some("Hello wide world"));
-    assert_eq!(row.reply_message_id.as_deref(), Some(card_id));
+    assert_eq!(row.reply_message_id.as_deref(), Some(card_message));
     let output = app.planner_outputs().await;
     let said = output
         .iter()
@@ -162,29 +164,28 @@ async fn streamed_answer(db: TestDb) {
         .collect::<Vec<_>>();
     assert_eq!(
         said,
-        [fake.state.created_at(card_id)],
+        [fake.state.created_at(card_message)],
         "the answer sits where Feishu put its card"
     );
-    let patches = fake.state.patches.lock().expect("lock").clone();
-    let texts: Vec<String> = patches
-        .iter()
-        .map(|(_, c)| {
-            c["body"]["elements"][0]["content"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
-        })
-        .collect();
-    assert_eq!(texts.last().map(String::as_str), Some("Hello wide world"));
-    for pair in texts.windows(2) {
-        assert!(
-            pair[1].starts_with(&pair[0]),
-            "updates arrive in order: {texts:?}"
-        );
-    }
-    let last = &patches.last().expect("a final update").1;
     assert_eq!(
-        button_values(last),
+        fake.state.entity_text(&entity).as_deref(),
+        Some("Hello wide world")
+    );
+    // Every operation on the card came in order (the fake refuses a sequence that does
+    // not grow) and within its limits.
+    assert!(
+        fake.state
+            .card_ops
+            .lock()
+            .expect("lock")
+            .iter()
+            .all(|op| op.refused.is_none())
+    );
+    assert!(fake.state.violations.lock().expect("lock").is_empty());
+    let last = fake.state.shown_card(card_message).expect("a card");
+    assert_eq!(last["config"]["streaming_mode"], false);
+    assert_eq!(
+        button_values(&last),
         [json!({"action": "new_session", "turn_id": turn.turn_id})]
     );
     assert_eq!(
@@ -255,8 +256,9 @@ async fn buttons(db: TestDb) {
     until(&fake, || fake.state.sent.lock().expect("lock").len() == 2).await;
     let (ta, tb) = (app.turn_of("om_a").await, app.turn_of("om_b").await);
     let card_a = ta.card_message_id.clone().expect("card posted");
+    let entity_a = ta.card_id.clone().expect("a CardKit card");
     until(&fake, || {
-        fake.state.card_text(&card_a).as_deref() == Some("Working")
+        fake.state.entity_text(&entity_a).as_deref() == Some("Working")
     })
     .await;
 
@@ -275,15 +277,15 @@ async fn buttons(db: TestDb) {
         ("cancelled", Some("stopped by the user"))
     );
     llm.client_gone().await;
-    assert_eq!(fake.state.card_text(&card_a).as_deref(), Some("Working"));
+    assert_eq!(
+        fake.state.entity_text(&entity_a).as_deref(),
+        Some("Working")
+    );
     // The card is closed after the turn's state is written.
     until(&fake, || {
         fake.state
-            .patches
-            .lock()
-            .expect("lock")
-            .iter()
-            .any(|(id, c)| *id == card_a && c.to_string().contains("Stopped."))
+            .shown_card(&card_a)
+            .is_some_and(|c| c.to_string().contains("Stopped."))
     })
     .await;
     assert_eq!(app.turn_of("om_b").await.state, "running", "B is untouched");

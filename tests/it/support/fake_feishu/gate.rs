@@ -60,6 +60,18 @@ pub struct Storm {
     pub reset_secs: u64,
 }
 
+/// A one-off refusal of the next request to `endpoint`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The endpoint as `METHOD /path/{template}`, e.g.
+    /// `PUT /open-apis/cardkit/v1/cards/{card_id}`.
+    pub endpoint: String,
+    /// The HTTP status it answers.
+    pub status: u16,
+    /// The Feishu code it answers.
+    pub code: i64,
+}
+
 /// The code of a refusal, kept in the response's extensions (never sent) so the CardKit
 /// op log can read it back.
 #[derive(Debug, Clone, Copy)]
@@ -170,6 +182,22 @@ impl FakeState {
         }
     }
 
+    /// Refuses the request when a one-off refusal names `endpoint` (using it up).
+    pub(super) fn check_refuse_next(&self, endpoint: &'static str) -> Result<(), Refused> {
+        let refusal = {
+            let mut next = self.refuse_next.lock().expect("lock");
+            let at = next.iter().position(|r| r.endpoint == endpoint);
+            at.map(|i| next.remove(i))
+        };
+        match refusal {
+            Some(r) => {
+                let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
+                Err(self.refuse(endpoint, status, r.code, "refused on purpose"))
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Refuses a request without the current tenant token (99991663, with HTTP 200 as
     /// this fake always answered it; the bridge reads the code, not the status).
     pub(super) fn check_token(
@@ -210,6 +238,7 @@ impl FakeState {
         headers: &HeaderMap,
     ) -> Result<(), Refused> {
         self.check_storm(endpoint, path)?;
+        self.check_refuse_next(endpoint)?;
         self.check_token(endpoint, headers)?;
         self.check_app_rate(endpoint)
     }

@@ -30,7 +30,7 @@ use axum::{
     routing::{get, patch, post, put},
 };
 pub use entities::{CardEntity, CardOp};
-pub use gate::Storm;
+pub use gate::{Refusal, Storm};
 pub use limits::{
     APP_PER_MIN, APP_PER_SEC, CARD_MAX_BYTES, CARDKIT_OPS_PER_SEC_PER_CARD,
     PATCH_PER_SEC_PER_MESSAGE, SlidingWindow, TEXT_MAX_BYTES,
@@ -93,6 +93,9 @@ pub struct FakeState {
     pub storm: Mutex<Option<Storm>>,
     /// Requests refused by a storm.
     pub storm_refusals: AtomicUsize,
+    /// One-off refusals: the next request to each one's endpoint is answered with its
+    /// status and code (then the entry is gone), past a storm and before the token.
+    pub refuse_next: Mutex<Vec<Refusal>>,
     /// The next N sends/replies that succeed (create a message, or answer a repeated
     /// uuid with the one it created) are carried out, but their answer is cut: the client
     /// sees a transport error. Refused requests do not use one up.
@@ -166,6 +169,7 @@ impl FakeFeishu {
             violations: Mutex::default(),
             storm: Mutex::default(),
             storm_refusals: AtomicUsize::default(),
+            refuse_next: Mutex::default(),
             lose_answers: AtomicUsize::default(),
             server_errors: AtomicUsize::default(),
             cardkit_refused: AtomicBool::default(),
