@@ -12,7 +12,10 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::state::{App, AppState, ProfileKeys};
+use super::{
+    background::BackgroundTasks,
+    state::{App, AppState, ProfileKeys},
+};
 use crate::{
     agent::PendingCallbacks,
     config::Config,
@@ -101,8 +104,9 @@ impl Bridge {
 
     /// Serves HTTP on `listener`, within the connection limits of `[server]` (see
     /// [`crate::server`]), until `shutdown` resolves; then stops accepting, lets in-flight
-    /// requests finish, lets the worker finish its current event, and stops the
-    /// committers once nothing can submit to them any more.
+    /// requests finish, lets the worker finish its current event and the card presses
+    /// already answered be stored and acted on, and stops the committers once nothing
+    /// can submit to them any more.
     pub async fn serve(
         self,
         listener: TcpListener,
@@ -138,9 +142,20 @@ impl Bridge {
     }
 
     /// Stops the background tasks (used by `serve`, and by tests that never served):
-    /// running turns are told to stop and get `grace` to finish.
+    /// card presses already answered get `grace` to be stored and acted on (through the
+    /// committers, which stop after them); running turns are told to stop and get `grace`
+    /// to finish.
     pub async fn stop(self, grace: Duration) {
         self.stops.worker.cancel();
+        if tokio::time::timeout(grace, self.state.background.idle())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                presses = self.state.background.running(),
+                "card presses answered before they were stored did not finish within the grace period"
+            );
+        }
         self.stops.committer.cancel();
         self.stops.turns.cancel();
         self.state.queues.cancel_all();
@@ -194,6 +209,7 @@ fn assemble(config: Config, store: Arc<dyn Store>, committer: Committer, metrics
         clients,
         turns_done: broadcast::channel(1024).0,
         callbacks: Arc::new(PendingCallbacks::default()),
+        background: BackgroundTasks::default(),
     }
 }
 

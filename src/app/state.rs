@@ -7,6 +7,7 @@ use std::{collections::HashMap, ops::Deref, sync::Arc};
 
 use tokio::{sync::broadcast, time::Instant};
 
+use super::background::BackgroundTasks;
 use crate::{
     agent::PendingCallbacks,
     config::{Config, Profile},
@@ -72,6 +73,9 @@ pub struct App {
     pub turns_done: broadcast::Sender<TurnDone>,
     /// Turns waiting for an agent's signed callback.
     pub callbacks: Arc<PendingCallbacks>,
+    /// Card presses being stored and acted on, which can outlast their answer; the
+    /// shutdown waits for them before it stops the committers.
+    pub background: BackgroundTasks,
 }
 
 impl std::fmt::Debug for dyn Store {

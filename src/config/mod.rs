@@ -68,7 +68,9 @@ pub struct ServerConfig {
     /// Whole-request timeout for every route.
     pub request_timeout_secs: u64,
     /// Bound on answering a Feishu callback, queueing for the committer included: an
-    /// event not durably stored by then is answered 503 (Feishu waits 3 s, then retries).
+    /// event not durably stored by then is answered 503 (Feishu waits 3 s, then retries);
+    /// a card press, which Feishu does not retry, gets an `info` toast and is finished
+    /// after the answer.
     pub ack_deadline_ms: u64,
     /// How long a graceful shutdown may take before in-flight work is abandoned.
     pub shutdown_grace_secs: u64,

@@ -12,7 +12,9 @@ use axum::{
 use serde::Serialize;
 use utoipa::{IntoResponses, ToSchema};
 
-use crate::{protocol::Rejection, redact};
+use crate::{
+    inbox::CommitError, protocol::Rejection, redact, store::StoreError, telemetry::Metrics,
+};
 
 /// The most characters of an error message (a backstop behind the bounded echoes).
 const MESSAGE_MAX_CHARS: usize = 512;
@@ -181,6 +183,43 @@ impl ApiError {
     /// A store failure, keeping its source for the log.
     pub fn store(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::StoreUnavailable(Some(Box::new(e)))
+    }
+
+    /// The answer for a callback of `profile` the committer did not store.
+    pub(super) fn not_stored(
+        e: CommitError,
+        metrics: &Metrics,
+        profile: &str,
+        event_id: &str,
+    ) -> Self {
+        match e {
+            CommitError::Store(e) => Self::store(ArcError(e)),
+            CommitError::Refused(e) => {
+                tracing::warn!(profile, %event_id, error = %ArcError(e), "the database refused an authentic event");
+                Self::InvalidEvent("the database refused this event".into())
+            }
+            CommitError::Stopped => Self::StoreUnavailable(None),
+            CommitError::Late => {
+                metrics.store_error("insert_inbox_timeout");
+                Self::StoreUnavailable(None)
+            }
+        }
+    }
+}
+
+/// Lets a store error shared between the waiters of one batch travel as an error source.
+#[derive(Debug)]
+struct ArcError(std::sync::Arc<StoreError>);
+
+impl std::fmt::Display for ArcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for ArcError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&*self.0)
     }
 }
 

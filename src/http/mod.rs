@@ -4,6 +4,7 @@
 mod agent_callback;
 mod api_doc;
 mod auth;
+mod card_callback;
 mod error;
 mod explain;
 mod extract;

@@ -37,7 +37,8 @@ pub struct ProfileStatus {
     pub name: String,
     /// Feishu app id (the profile's bridge id).
     pub app_id: String,
-    /// The bot's own open_id, when known.
+    /// The bot's own open_id: configured, or learned from the bot info API; null while
+    /// unknown (group messages are then neither captured nor acted on).
     pub bot_open_id: Option<String>,
     /// `echo`, `webhook` or `openai`.
     pub agent_kind: &'static str,
@@ -132,7 +133,10 @@ pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
         .map(|p| ProfileStatus {
             name: p.name.clone(),
             app_id: p.app_id.clone(),
-            bot_open_id: p.bot_open_id.clone(),
+            bot_open_id: app
+                .identities
+                .get(&p.name)
+                .or_else(|| p.bot_open_id.clone().filter(|id| !id.is_empty())),
             agent_kind: p.agent.kind.as_str(),
             encrypted: p.encrypt_key().is_some(),
         })

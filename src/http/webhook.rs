@@ -1,8 +1,10 @@
 //! `POST /webhook/{profile}/event` and `POST /webhook/{profile}/card`.
 //!
 //! The handler does no slow work: verify the raw bytes, hand the event to the group
-//! committer, and answer once it is durably stored. Feishu retries anything that is not
-//! a 200 within 3 s, and a duplicate delivery is answered 200 without creating anything.
+//! committer, and answer once it is durably stored. Feishu retries an event that is not
+//! answered 200 within 3 s, so one not stored by `server.ack_deadline_ms` is answered
+//! 503, and a duplicate delivery is answered 200 without creating anything. Card
+//! callbacks, which Feishu never retries, are answered by [`super::card_callback`].
 
 use std::time::Duration;
 
@@ -18,19 +20,13 @@ use serde_json::json;
 use tokio::time::Instant;
 use utoipa::ToSchema;
 
-use super::{ApiError, AppState, CallbackErrors, ErrorBody, extract::Path};
+use super::{ApiError, AppState, CallbackErrors, ErrorBody, card_callback, extract::Path};
 use crate::{
     inbox::CommitError,
     protocol::{self, Freshness, SignedHeaders, Verified, VerifiedEvent, events},
     store::{InboxStatus, InsertOutcome, NewInboxEvent},
-    turns::buttons::{self, ButtonContext},
     util::{UnixMs, now_secs},
 };
-
-/// A store failure that travels shared between the waiters of one batch.
-fn shared(e: std::sync::Arc<crate::store::StoreError>) -> ApiError {
-    ApiError::store(ArcError(e))
-}
 
 /// Which endpoint a request came in on (a metrics label).
 #[derive(Debug, Clone, Copy)]
@@ -97,7 +93,7 @@ pub struct CallbackAck {
     ),
     request_body(content = CallbackBody, content_type = "application/json"),
     responses(
-        (status = 200, description = "Challenge answered, or event durably stored (or a duplicate)", body = CallbackAck),
+        (status = 200, description = "Challenge answered, or event durably stored (or a duplicate). A `card.action.trigger` press gets the button's toast, `{}` when repeated, or, when storing and answering it takes longer than `server.ack_deadline_ms`, an `info` toast, and it is finished after the answer", body = CallbackAck),
         (status = 400, description = "`undecryptable`, `malformed_json`, or `invalid_event` (U+0000 in an id or outside the message text, an id over 512 bytes); `bad_request` when the profile segment is not UTF-8", body = ErrorBody),
         CallbackErrors,
     )
@@ -111,7 +107,10 @@ pub async fn event(
     receive(app, Kind::Event, profile, headers, body).await
 }
 
-/// Receives legacy message-card callbacks (SHA-1 signed, plaintext) for one profile.
+/// Receives card callbacks on the legacy message-card URL for one profile.
+///
+/// Legacy ones (plaintext, SHA-1 signed), and, as on `/event`, encrypted or schema 2.0
+/// ones (SHA-256 signed), told apart by a top-level `encrypt` or `schema` member.
 #[utoipa::path(
     post,
     path = "/webhook/{profile}/card",
@@ -120,12 +119,12 @@ pub async fn event(
         ("profile" = String, Path, description = "Profile name from the config"),
         ("X-Lark-Request-Timestamp" = Option<String>, Header, description = "Timestamp"),
         ("X-Lark-Request-Nonce" = Option<String>, Header, description = "Nonce"),
-        ("X-Lark-Signature" = Option<String>, Header, description = "hex(sha1(timestamp + nonce + verification_token + body))"),
+        ("X-Lark-Signature" = Option<String>, Header, description = "hex(sha1(timestamp + nonce + verification_token + body)); for a body with a top-level `encrypt` or `schema` member, as on `/event`: hex(sha256(timestamp + nonce + encrypt_key + body))"),
     ),
-    request_body(content = Object, content_type = "application/json", description = "Legacy card action (`open_id`, `open_message_id`, `action`, …) or `url_verification`"),
+    request_body(content = Object, content_type = "application/json", description = "Legacy card action (`open_id`, `open_message_id`, `action`, …) or `url_verification`; or a callback in the event formats (`{\"encrypt\": …}`, schema 2.0 `card.action.trigger`)"),
     responses(
-        (status = 200, description = "Challenge answered, or `{}` once the action is stored", body = CallbackAck),
-        (status = 400, description = "`malformed_json` or `invalid_event`; `bad_request` when the profile segment is not UTF-8", body = ErrorBody),
+        (status = 200, description = "Challenge answered; or, for a press, the button's toast, `{}` for anything else or a repeated delivery, or, when storing and answering it takes longer than `server.ack_deadline_ms`, an `info` toast, and it is finished after the answer", body = CallbackAck),
+        (status = 400, description = "`undecryptable`, `malformed_json` or `invalid_event`; `bad_request` when the profile segment is not UTF-8", body = ErrorBody),
         CallbackErrors,
     )
 )]
@@ -200,7 +199,7 @@ async fn handle(
             protocol::verify::verify_event(creds.credentials(), signed, &body, freshness)
         }
         Kind::Card => {
-            protocol::verify::verify_card(creds.verification_token(), signed, &body, freshness)
+            protocol::verify::verify_card_url(creds.credentials(), signed, &body, freshness)
         }
     }?;
     match verified {
@@ -208,13 +207,12 @@ async fn handle(
             "challenge",
             Json(json!({ "challenge": challenge })).into_response(),
         )),
-        Verified::Event(event) => store(app, kind, profile, event, deadline).await,
+        Verified::Event(event) => store(app, profile, event, deadline).await,
     }
 }
 
 async fn store(
     app: &AppState,
-    kind: Kind,
     profile: &str,
     event: VerifiedEvent,
     deadline: Instant,
@@ -225,9 +223,11 @@ async fn store(
     } else {
         InboxStatus::Skipped
     };
-    let is_card = matches!(kind, Kind::Card) || event.event_type == events::CARD_ACTION;
+    let is_card = matches!(
+        event.event_type.as_str(),
+        events::CARD_ACTION | events::CARD_ACTION_LEGACY
+    );
     let (event_id, event_type) = (event.event_id.clone(), event.event_type.clone());
-    let card_payload = is_card.then(|| event.payload.clone());
     let row = NewInboxEvent {
         profile: profile.to_string(),
         event_id: event.event_id,
@@ -242,23 +242,25 @@ async fn store(
     if let Some(why) = row.unstorable() {
         return Err(ApiError::InvalidEvent(why));
     }
+    // Feishu never retries a card callback: a press is answered within its budget
+    // whatever the database does, and finished after the answer if need be.
+    if is_card {
+        return card_callback::receive(app, row, deadline).await;
+    }
     // The whole wait, queueing for the committer included, ends by the deadline: Feishu
     // gives up after 3 s. A batch that commits after the 503 only makes Feishu's retry a
     // duplicate; a 200 is never sent for an event that was not committed.
     let outcome = match tokio::time::timeout_at(deadline, app.committer.submit(row, deadline)).await
     {
         Ok(Ok(o)) => o,
-        Ok(Err(CommitError::Store(e))) => return Err(shared(e)),
-        Ok(Err(CommitError::Refused(e))) => {
-            tracing::warn!(profile, %event_id, error = %ArcError(e), "the database refused an authentic event");
-            return Err(ApiError::InvalidEvent(
-                "the database refused this event".into(),
+        Ok(Err(e)) => return Err(ApiError::not_stored(e, &app.metrics, profile, &event_id)),
+        Err(_) => {
+            return Err(ApiError::not_stored(
+                CommitError::Late,
+                &app.metrics,
+                profile,
+                &event_id,
             ));
-        }
-        Ok(Err(CommitError::Stopped)) => return Err(ApiError::StoreUnavailable(None)),
-        Ok(Err(CommitError::Late)) | Err(_) => {
-            app.metrics.store_error("insert_inbox_timeout");
-            return Err(ApiError::StoreUnavailable(None));
         }
     };
     let label = match (outcome, handled) {
@@ -267,63 +269,9 @@ async fn store(
         (InsertOutcome::Inserted, false) => "skipped",
     };
     tracing::info!(profile, %event_id, %event_type, outcome = label, "callback stored");
-    // A card button is answered with a toast (Feishu shows it; it wants the answer within
-    // 3 s), and what the button does runs after the answer. A repeated delivery is only
-    // acknowledged.
-    let body = match (card_payload, outcome) {
-        (Some(payload), InsertOutcome::Inserted) => {
-            card_answer(app, profile, &event_type, payload, deadline).await
-        }
-        (Some(_), InsertOutcome::Duplicate) => json!({}),
-        (None, _) => json!({ "msg": "success" }),
-    };
-    Ok((label, Json(body).into_response()))
-}
-
-/// The toast for a stored card action; if working it out (a database read, a reset)
-/// would outlast the deadline, a toast that says it is under way — what the button does
-/// goes on after the answer.
-async fn card_answer(
-    app: &AppState,
-    profile: &str,
-    event_type: &str,
-    payload: String,
-    deadline: Instant,
-) -> serde_json::Value {
-    let (state, profile, event_type) = (app.clone(), profile.to_string(), event_type.to_string());
-    let work = tokio::spawn(async move {
-        let cx = ButtonContext {
-            config: &state.config,
-            turns: state.store.clone(),
-            sessions: state.store.clone(),
-            queues: &state.queues,
-        };
-        buttons::answer(cx, &profile, &event_type, &payload).await
-    });
-    match tokio::time::timeout_at(deadline, work).await {
-        Ok(Ok(body)) => body,
-        _ => {
-            json!({"toast": {"type": "info", "content": "Working on it; this can take a moment."}})
-        }
-    }
+    Ok((label, Json(json!({ "msg": "success" })).into_response()))
 }
 
 fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-/// Lets a shared store error travel as an error source.
-#[derive(Debug)]
-struct ArcError(std::sync::Arc<crate::store::StoreError>);
-
-impl std::fmt::Display for ArcError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(&self.0, f)
-    }
-}
-
-impl std::error::Error for ArcError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        std::error::Error::source(&*self.0)
-    }
 }

@@ -2,96 +2,24 @@
 //! streams (and can stall), the fake Open API receiving the card and its updates, and
 //! signed `card.action.trigger` callbacks.
 
-use std::{sync::atomic::Ordering, time::Duration};
+use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
 use crate::{
     both_backends,
     support::{
-        Answer, Signer, TestApp, TestDb, app::answer, config, config_toml, fake_feishu::FakeFeishu,
-        fake_openai::FakeOpenAi, feishu::Msg, next_matching,
+        Signer, TestApp, TestDb,
+        cards::{press, press_legacy, streaming, until},
+        config,
+        fake_feishu::FakeFeishu,
+        fake_openai::FakeOpenAi,
+        feishu::Msg,
     },
 };
 
-const CODER: &str = crate::support::feishu::CODER_PROFILE;
-
 fn coder() -> Signer {
     Signer::coder()
-}
-
-/// The planner streams from `llm` and sends through `fake`; the coder is an echo bot.
-fn streaming(db: &TestDb, fake: &FakeFeishu, llm: &FakeOpenAi, more: &str) -> String {
-    config_toml(
-        db,
-        &format!(
-            "{}{more}\n\
-             [profiles.agent]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"test-model\"\n\
-             stream = true\nstream_interval_ms = 200\n\
-             {CODER}\n[context]\nshared_thread_enabled = true\n",
-            fake.profile_keys(),
-            llm.base
-        ),
-    )
-}
-
-/// Waits until the fake's activity satisfies `done`.
-async fn until(fake: &FakeFeishu, mut done: impl FnMut() -> bool) {
-    let mut seen = fake.state.activity.subscribe();
-    if !done() {
-        next_matching(&mut seen, "the fake's activity", |_| done()).await;
-    }
-}
-
-/// Presses a card button as `operator` (a signed `card.action.trigger` callback);
-/// Feishu gives up after 3 s, so the client does too.
-async fn press(app: &TestApp, operator: &str, action: &str, turn_id: &str, card: &str) -> Answer {
-    let event = json!({
-        "operator": {"open_id": operator, "tenant_key": "tenant_test"},
-        "token": "c-delayed-update-token",
-        "action": {"value": {"action": action, "turn_id": turn_id}, "tag": "button"},
-        "host": "im_message",
-        "context": {"open_message_id": card, "open_chat_id": "oc_group"},
-    });
-    let signer = Signer::default();
-    let req = signer.request(&signer.envelope(
-        &format!("ev-card-{}", rand::random::<u64>()),
-        "card.action.trigger",
-        event,
-    ));
-    let r = req.apply(
-        app.client
-            .post(format!("{}/webhook/planner/event", app.base))
-            .timeout(Duration::from_secs(3)),
-    );
-    answer(r.send().await.expect("answered within Feishu's 3 s")).await
-}
-
-/// Presses a button through the legacy message-card URL (plaintext, SHA-1 signed).
-async fn press_legacy(app: &TestApp, operator: &str, action: &str, turn_id: &str) -> Answer {
-    use sha1::{Digest, Sha1};
-    let body = json!({
-        "open_id": operator, "open_message_id": "om_card", "open_chat_id": "oc_group",
-        "tenant_key": "tenant_test", "token": "c-legacy",
-        "action": {"value": {"action": action, "turn_id": turn_id}, "tag": "button"},
-    })
-    .to_string();
-    let (ts, nonce) = (crate::support::feishu::now_secs().to_string(), "n-legacy");
-    let mut h = Sha1::new();
-    h.update(format!("{ts}{nonce}{}", crate::support::feishu::TOKEN).as_bytes());
-    h.update(body.as_bytes());
-    let resp = app
-        .client
-        .post(format!("{}/webhook/planner/card", app.base))
-        .timeout(Duration::from_secs(3))
-        .header("X-Lark-Request-Timestamp", &ts)
-        .header("X-Lark-Request-Nonce", nonce)
-        .header("X-Lark-Signature", hex::encode(h.finalize()))
-        .body(body)
-        .send()
-        .await
-        .expect("answered within Feishu's 3 s");
-    answer(resp).await
 }
 
 /// The current session id of a planner session.

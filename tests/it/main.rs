@@ -2,6 +2,7 @@
 //! the real Postgres, with callbacks built by the real crypto.
 
 mod agents;
+mod card_callbacks;
 mod cards;
 mod cli;
 mod commands;

@@ -2,6 +2,7 @@
 //! callbacks built with the real crypto.
 
 pub mod app;
+pub mod cards;
 pub mod cli;
 pub mod crash;
 pub mod db;
