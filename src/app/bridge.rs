@@ -12,10 +12,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    background::BackgroundTasks,
-    state::{App, AppState, ProfileKeys},
-};
+use super::state::{App, AppState, ProfileKeys};
 use crate::{
     agent::PendingCallbacks,
     config::Config,
@@ -147,12 +144,13 @@ impl Bridge {
     /// to finish.
     pub async fn stop(self, grace: Duration) {
         self.stops.worker.cancel();
-        if tokio::time::timeout(grace, self.state.background.idle())
+        self.state.background.close();
+        if tokio::time::timeout(grace, self.state.background.wait())
             .await
             .is_err()
         {
             tracing::warn!(
-                presses = self.state.background.running(),
+                presses = self.state.background.len(),
                 "card presses answered before they were stored did not finish within the grace period"
             );
         }
@@ -209,7 +207,7 @@ fn assemble(config: Config, store: Arc<dyn Store>, committer: Committer, metrics
         clients,
         turns_done: broadcast::channel(1024).0,
         callbacks: Arc::new(PendingCallbacks::default()),
-        background: BackgroundTasks::default(),
+        background: tokio_util::task::TaskTracker::new(),
     }
 }
 

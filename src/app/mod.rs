@@ -2,12 +2,10 @@
 //! and run until a signal ([`run`]). The HTTP layer depends on the state; the assembly
 //! depends on the HTTP layer, never the other way.
 
-pub mod background;
 pub mod bridge;
 mod run;
 pub mod state;
 
-pub use background::BackgroundTasks;
 pub use bridge::Bridge;
 pub use run::{run, shutdown_signal};
 pub use state::{App, AppState, ProfileKeys};

@@ -7,7 +7,6 @@ use std::{collections::HashMap, ops::Deref, sync::Arc};
 
 use tokio::{sync::broadcast, time::Instant};
 
-use super::background::BackgroundTasks;
 use crate::{
     agent::PendingCallbacks,
     config::{Config, Profile},
@@ -75,7 +74,7 @@ pub struct App {
     pub callbacks: Arc<PendingCallbacks>,
     /// Card presses being stored and acted on, which can outlast their answer; the
     /// shutdown waits for them before it stops the committers.
-    pub background: BackgroundTasks,
+    pub background: tokio_util::task::TaskTracker,
 }
 
 impl std::fmt::Debug for dyn Store {

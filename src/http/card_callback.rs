@@ -12,8 +12,8 @@
 //! worked on. The task goes on without the request: it writes again while the database
 //! fails (SQLite gives a locked write up after `database.timeout_ms`) for up to
 //! [`PATIENCE`], then does what the button does; a press it could not store is logged.
-//! The shutdown waits for these tasks ([`crate::app::BackgroundTasks`]) before it stops
-//! the committers.
+//! The shutdown waits for these tasks (a `TaskTracker` in the app state) before it
+//! stops the committers.
 
 use std::time::Duration;
 
@@ -136,6 +136,7 @@ impl Press {
                     turns: state.store.clone(),
                     sessions: state.store.clone(),
                     queues: &state.queues,
+                    background: &state.background,
                 };
                 buttons::answer(cx, &row.profile, &row.event_type, &row.payload).await
             }

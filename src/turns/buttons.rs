@@ -35,6 +35,8 @@ pub struct ButtonContext<'a> {
     pub sessions: Arc<dyn SessionStore>,
     /// Where a running turn is stopped.
     pub queues: &'a SessionQueues,
+    /// Where what a button does after its answer runs (the shutdown waits for it).
+    pub background: &'a tokio_util::task::TaskTracker,
 }
 
 /// A button press, from either callback form.
@@ -142,7 +144,7 @@ pub async fn answer(
             } else if turn.state == TurnState::Queued {
                 // Not started yet: it never will.
                 let store = cx.turns.clone();
-                tokio::spawn(async move {
+                cx.background.spawn(async move {
                     // `false` only means the turn ended meanwhile: nothing to record.
                     if let Err(e) = store
                         .end_turn(
@@ -168,7 +170,7 @@ pub async fn answer(
             // One write, in a task of its own: the answer waits for it only briefly, so
             // a slow database delays the reset, never Feishu's answer.
             let store = cx.sessions.clone();
-            let reset = tokio::spawn(async move {
+            let reset = cx.background.spawn(async move {
                 let fresh = new_session_id();
                 let done = store
                     .reset_session(&SessionReset {

@@ -44,7 +44,7 @@ async fn running_turn(
     let turn = app.turn_of("om_a").await;
     let card = turn.card_message_id.clone().expect("card posted");
     until(fake, || {
-        fake.state.card_text(&card).as_deref() == Some("Working")
+        fake.state.shown_text(&card).as_deref() == Some("Working")
     })
     .await;
     assert_eq!(turn.state, "running");

@@ -80,6 +80,15 @@ impl FakeState {
             .map(|(id, _)| id.clone())
     }
 
+    /// The answer text message `message_id` shows now: its entity's answer element, or
+    /// the first markdown of its latest card.
+    pub fn shown_text(&self, message_id: &str) -> Option<String> {
+        match self.entity_of(message_id) {
+            Some(card_id) => self.entity_text(&card_id),
+            None => self.card_text(message_id),
+        }
+    }
+
     /// The text of entity `card_id`: the `content` of its element `answer`, else of its
     /// first markdown element (depth first).
     pub fn entity_text(&self, card_id: &str) -> Option<String> {
