@@ -11,7 +11,7 @@ use crate::{
     agent::PendingCallbacks,
     config::{Config, Profile},
     feishu_api::{FeishuClient, identity::Identities},
-    inbox::{Committer, Processed},
+    inbox::{Committer, Processed, press::Presses},
     protocol::{Credentials, crypto::AesKey},
     store::Store,
     telemetry::Metrics,
@@ -75,6 +75,19 @@ pub struct App {
     /// Card presses being stored and acted on, which can outlast their answer; the
     /// shutdown waits for them before it stops the committers.
     pub background: tokio_util::task::TaskTracker,
+}
+
+impl App {
+    /// What storing and answering card presses needs.
+    pub fn presses(&self) -> Presses {
+        Presses {
+            committer: self.committer.clone(),
+            store: self.store.clone(),
+            config: self.config.clone(),
+            queues: self.queues.clone(),
+            background: self.background.clone(),
+        }
+    }
 }
 
 impl std::fmt::Debug for dyn Store {

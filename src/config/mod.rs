@@ -260,6 +260,17 @@ impl Default for WorkerConfig {
     }
 }
 
+/// How a profile's events reach the bridge.
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Connection {
+    /// Feishu POSTs them to the event URL (`/webhook/<name>/event`): needs a public URL.
+    #[default]
+    Webhook,
+    /// The bridge holds Feishu's long connection (a WebSocket it opens): no public URL.
+    Websocket,
+}
+
 /// How a group chat's sessions are keyed.
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -281,6 +292,10 @@ pub struct Profile {
     pub name: String,
     /// The app's `app_id`; also the profile's `bridge_id`.
     pub app_id: String,
+    /// How its events arrive: the event URL (default) or the long connection. The HTTP
+    /// routes stay open either way.
+    #[serde(default)]
+    pub connection: Connection,
     /// env `FEISHU_BRIDGE_<NAME>_APP_SECRET`.
     #[serde(default)]
     pub app_secret: Option<SecretString>,
@@ -354,7 +369,9 @@ impl Profile {
             .filter(|k| !k.is_empty())
     }
 
-    /// The verification token (validated to be present and non-empty).
+    /// The verification token (validated to be present and non-empty for webhook
+    /// profiles; empty when a long-connection profile has none, which no callback can
+    /// then match).
     pub fn verification_token(&self) -> &str {
         self.verification_token
             .as_ref()

@@ -5,8 +5,8 @@ use std::{collections::HashSet, net::SocketAddr};
 use secrecy::ExposeSecret;
 
 use super::{
-    AgentKind, Config, ConfigError, DatabaseConfig, Profile, ServerConfig, WorkerConfig, Workspace,
-    WorkspaceMode,
+    AgentKind, Config, ConfigError, Connection, DatabaseConfig, Profile, ServerConfig,
+    WorkerConfig, Workspace, WorkspaceMode,
 };
 
 pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
@@ -129,13 +129,30 @@ fn profile(p: &Profile, key: &dyn Fn(&str) -> String) -> Result<(), ConfigError>
         "must not be empty".into()
     })?;
     let prefix = p.env_prefix();
+    match p.connection {
+        Connection::Webhook => {
+            require(
+                p.verification_token.is_some(),
+                key("verification_token"),
+                || format!("missing (set it in the file or {prefix}VERIFICATION_TOKEN)"),
+            )?;
+        }
+        Connection::Websocket => {
+            require(
+                p.app_secret
+                    .as_ref()
+                    .is_some_and(|s| !s.expose_secret().is_empty()),
+                key("app_secret"),
+                || {
+                    format!(
+                        "required for connection = \"websocket\" (set it in the file or {prefix}APP_SECRET)"
+                    )
+                },
+            )?;
+        }
+    }
     require(
-        p.verification_token.is_some(),
-        key("verification_token"),
-        || format!("missing (set it in the file or {prefix}VERIFICATION_TOKEN)"),
-    )?;
-    require(
-        !p.verification_token().is_empty(),
+        p.verification_token.is_none() || !p.verification_token().is_empty(),
         key("verification_token"),
         || "must not be empty".into(),
     )?;

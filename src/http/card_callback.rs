@@ -1,205 +1,32 @@
-//! A card button press (`card.action.trigger` on either URL, or a legacy message-card
-//! action): stored and answered within its own budget.
-//!
-//! Feishu never retries a card callback: a 503, or an answer after its 3 seconds, is a
-//! lost press (the user sees an error). So a press is never answered 503 for a slow
-//! database. Its durable write, then the button's answer ([`buttons::answer`]), run in a
-//! task of their own, and the request waits for that task until its budget,
-//! `server.ack_deadline_ms` (2.5 s by default) after the request came in — the same
-//! bound as any callback's, already validated under Feishu's 3 s and leaving room for
-//! the network. Then it answers with what there is: the button's toast, `{}` for a
-//! repeated delivery, or, past the budget, an `info` toast saying the press is being
-//! worked on. The task goes on without the request: it writes again while the database
-//! fails (SQLite gives a locked write up after `database.timeout_ms`) for up to
-//! [`PATIENCE`], then does what the button does; a press it could not store is logged.
-//! The shutdown waits for these tasks (a `TaskTracker` in the app state) before it
-//! stops the committers.
-
-use std::time::Duration;
+//! A card press on the event URL or the legacy card URL, answered as HTTP: the press is
+//! stored and answered within its budget by [`crate::inbox::press`]; this turns the
+//! outcome into the response Feishu shows.
 
 use axum::{
     Json,
     response::{IntoResponse, Response},
 };
-use serde_json::{Value, json};
-use tokio::{sync::oneshot, time::Instant};
+use tokio::time::Instant;
 
 use super::{ApiError, AppState};
 use crate::{
-    inbox::CommitError,
-    store::{InsertOutcome, NewInboxEvent},
-    turns::buttons::{self, ButtonContext},
+    inbox::press::{Answered, working_on_it},
+    store::NewInboxEvent,
 };
 
-/// How long a press keeps trying to be stored. A minute outlasts a database restart or
-/// a lock held for a while, and is still soon enough for a stop or a new session to be
-/// what its user asked for; during a shutdown, the shorter grace period bounds it.
-pub const PATIENCE: Duration = Duration::from_secs(60);
-
-/// The pause after `failures` failed writes: 100 ms doubling, at most 2 s.
-fn pause(failures: u32) -> Duration {
-    let factor = 1u32 << failures.saturating_sub(1).min(5);
-    (Duration::from_millis(100) * factor).min(Duration::from_secs(2))
-}
-
-/// The answer while a press is still being stored or acted on.
-fn working_on_it() -> Value {
-    json!({"toast": {"type": "info", "content": "Working on it; this can take a moment."}})
-}
-
-/// What a press came to: stored (or a repeat) and the body to answer, or not stored.
-type Done = Result<(InsertOutcome, Value), CommitError>;
-
-/// Stores a verified press and answers it by `budget`, finishing in the background what
-/// is not done by then.
+/// Stores a verified press and answers it by `budget`.
 pub(super) async fn receive(
     app: &AppState,
     row: NewInboxEvent,
     budget: Instant,
 ) -> Result<(&'static str, Response), ApiError> {
     let (profile, event_id) = (row.profile.clone(), row.event_id.clone());
-    let (tx, mut rx) = oneshot::channel();
-    let press = Press {
-        app: app.clone(),
-        row,
-    };
-    app.background.spawn(press.run(tx));
-    let done = match tokio::time::timeout_at(budget, &mut rx).await {
-        Ok(Ok(done)) => done,
-        // The task ended without an outcome: it panicked.
-        Ok(Err(_)) => return Err(ApiError::StoreUnavailable(None)),
-        Err(_) => {
-            // Closed first, so that the task knows nobody waits for its outcome; one sent
-            // meanwhile still counts.
-            rx.close();
-            match rx.try_recv() {
-                Ok(done) => done,
-                Err(_) => return Ok(("deferred", Json(working_on_it()).into_response())),
-            }
-        }
-    };
-    match done {
-        Ok((outcome, body)) => Ok((label(outcome), Json(body).into_response())),
-        Err(e) => Err(ApiError::not_stored(e, &app.metrics, &profile, &event_id)),
-    }
-}
-
-fn label(outcome: InsertOutcome) -> &'static str {
-    match outcome {
-        InsertOutcome::Inserted => "accepted",
-        InsertOutcome::Duplicate => "duplicate",
-    }
-}
-
-/// One press on its way into the inbox and through its button.
-struct Press {
-    app: AppState,
-    row: NewInboxEvent,
-}
-
-impl Press {
-    /// Stores and answers the press, and hands the outcome to its request; when the
-    /// request has already been answered (or its client left), logs what became of the
-    /// press instead.
-    async fn run(self, answer: oneshot::Sender<Done>) {
-        let done = self.store_and_answer().await;
-        let Err(unsent) = answer.send(done) else {
-            return;
-        };
-        let (profile, event_id) = (&self.row.profile, &self.row.event_id);
-        match unsent {
-            Ok((InsertOutcome::Inserted, _)) => tracing::info!(
-                profile,
-                %event_id,
-                "card press stored and acted on after its request was answered"
-            ),
-            Ok((InsertOutcome::Duplicate, _)) => {}
-            Err(e) => {
-                let reason = match &e {
-                    CommitError::Store(s) | CommitError::Refused(s) => s.reason(),
-                    other => other.to_string(),
-                };
-                tracing::error!(profile, %event_id, %reason, "card press not stored after its request was answered: it is lost");
-            }
-        }
-    }
-
-    async fn store_and_answer(&self) -> Done {
-        let row = &self.row;
-        let outcome = self.store().await?;
-        tracing::info!(profile = %row.profile, event_id = %row.event_id, event_type = %row.event_type, outcome = label(outcome), "callback stored");
-        let body = match outcome {
-            InsertOutcome::Inserted => {
-                let state = &self.app;
-                let cx = ButtonContext {
-                    config: &state.config,
-                    turns: state.store.clone(),
-                    sessions: state.store.clone(),
-                    queues: &state.queues,
-                    background: &state.background,
-                };
-                buttons::answer(cx, &row.profile, &row.event_type, &row.payload).await
-            }
-            // A repeated delivery is only acknowledged: the first one did the work.
-            InsertOutcome::Duplicate => json!({}),
-        };
-        Ok((outcome, body))
-    }
-
-    /// Writes the press, again while the database fails, until [`PATIENCE`] is spent.
-    async fn store(&self) -> Result<InsertOutcome, CommitError> {
-        let give_up = Instant::now() + PATIENCE;
-        let mut failures = 0u32;
-        loop {
-            let e = match self.app.committer.submit(self.row.clone(), give_up).await {
-                Ok(InsertOutcome::Duplicate) if failures > 0 => return Ok(self.ours().await),
-                Ok(outcome) => return Ok(outcome),
-                Err(CommitError::Store(e)) => e,
-                Err(e) => return Err(e),
-            };
-            failures += 1;
-            let pause = pause(failures);
-            if Instant::now() + pause >= give_up {
-                return Err(CommitError::Store(e));
-            }
-            if failures == 1 {
-                tracing::warn!(profile = %self.row.profile, event_id = %self.row.event_id, reason = %e.reason(), "a card press was not stored; trying again");
-            }
-            tokio::time::sleep(pause).await;
-        }
-    }
-
-    /// A failed write may have committed after all (a statement that timed out here can
-    /// still run in the database), so a row already there after one is this press's own
-    /// when it carries this press's arrival time; an earlier delivery carries another.
-    async fn ours(&self) -> InsertOutcome {
-        let row = &self.row;
-        match self
-            .app
-            .store
-            .inbox_event(&row.profile, &row.event_id)
-            .await
-        {
-            Ok(Some(stored)) if stored.event.received_at == row.received_at => {
-                InsertOutcome::Inserted
-            }
-            Ok(_) => InsertOutcome::Duplicate,
-            Err(e) => {
-                // Doing a button's work twice is better than losing it.
-                tracing::warn!(profile = %row.profile, event_id = %row.event_id, reason = %e.reason(), "cannot tell whether a card press was stored earlier; acting on it");
-                InsertOutcome::Inserted
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_pause_doubles_from_a_tenth_of_a_second_up_to_two() {
-        let pauses: Vec<u128> = (1..=7).map(|f| pause(f).as_millis()).collect();
-        assert_eq!(pauses, [100, 200, 400, 800, 1600, 2000, 2000]);
+    let answered = app.presses().receive(row, budget).await;
+    let label = answered.label();
+    match answered {
+        Answered::Done(_, body) => Ok((label, Json(body).into_response())),
+        Answered::Deferred => Ok((label, Json(working_on_it()).into_response())),
+        Answered::NotStored(e) => Err(ApiError::not_stored(e, &app.metrics, &profile, &event_id)),
+        Answered::Lost => Err(ApiError::StoreUnavailable(None)),
     }
 }

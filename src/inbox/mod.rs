@@ -3,6 +3,7 @@
 pub mod commands;
 pub mod committer;
 pub mod pipeline;
+pub mod press;
 pub mod routed;
 pub mod worker;
 
