@@ -10,7 +10,7 @@ use prometheus::{
     Opts, Registry, TextEncoder,
 };
 
-use super::RateMeter;
+use super::{RateMeter, long_connection::LongConnMetrics};
 
 /// Every metric the bridge exports.
 #[derive(Clone)]
@@ -49,6 +49,8 @@ pub struct Metrics {
     /// Connections the server closed, by reason (`header_timeout`, `body_timeout`,
     /// `idle_timeout`, `evicted`).
     pub http_connections_closed: IntCounterVec,
+    /// The long connection's.
+    pub long_connection: LongConnMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -164,7 +166,9 @@ impl Metrics {
         for reason in ["header_timeout", "body_timeout", "idle_timeout", "evicted"] {
             http_connections_closed.with_label_values(&[reason]);
         }
+        let long_connection = LongConnMetrics::registered(&registry);
         let m = Self {
+            long_connection,
             registry,
             webhook_requests,
             http_duration,

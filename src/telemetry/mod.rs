@@ -1,10 +1,12 @@
 //! Logs (`tracing`) and metrics (a Prometheus registry owned by the app, never global).
 
+mod long_connection;
 mod metrics;
 mod rate;
 
 use std::io::IsTerminal;
 
+pub use long_connection::LongConnMetrics;
 pub use metrics::Metrics;
 pub use rate::{RateMeter, WINDOW_SECS as RATE_WINDOW_SECS};
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};

@@ -17,8 +17,10 @@ use super::{
 };
 
 mod card;
+mod pushed;
 
 pub use card::{verify_card, verify_card_url};
+pub use pushed::accept_pushed;
 
 /// What authenticates one profile's callbacks.
 #[derive(Debug, Clone, Copy)]
