@@ -22,10 +22,9 @@ use utoipa::ToSchema;
 
 use super::{ApiError, AppState, CallbackErrors, ErrorBody, card_callback, extract::Path};
 use crate::{
-    inbox::CommitError,
-    protocol::{self, Freshness, SignedHeaders, Verified, VerifiedEvent, events},
-    store::{InboxStatus, InsertOutcome, NewInboxEvent},
-    util::{UnixMs, now_secs},
+    inbox::arrival::Arrival,
+    protocol::{self, Freshness, SignedHeaders, Verified, VerifiedEvent},
+    util::now_secs,
 };
 
 /// Which endpoint a request came in on (a metrics label).
@@ -217,57 +216,23 @@ async fn store(
     event: VerifiedEvent,
     deadline: Instant,
 ) -> Result<(&'static str, Response), ApiError> {
-    let handled = events::is_handled(&event.event_type);
-    let status = if handled {
-        InboxStatus::Pending
-    } else {
-        InboxStatus::Skipped
-    };
-    let is_card = matches!(
-        event.event_type.as_str(),
-        events::CARD_ACTION | events::CARD_ACTION_LEGACY
-    );
-    let (event_id, event_type) = (event.event_id.clone(), event.event_type.clone());
-    let row = NewInboxEvent {
-        profile: profile.to_string(),
-        event_id: event.event_id,
-        event_type: event.event_type,
-        message_id: event.message_id,
-        chat_key: event.chat_key,
-        payload: event.payload,
-        received_at: UnixMs::now(),
-        status,
-    };
-    // Refused here, before it joins a batch, so it cannot fail its batch-mates.
-    if let Some(why) = row.unstorable() {
-        return Err(ApiError::InvalidEvent(why));
-    }
+    let arrival = Arrival::of(profile, event).map_err(ApiError::InvalidEvent)?;
     // Feishu never retries a card callback: a press is answered within its budget
     // whatever the database does, and finished after the answer if need be.
-    if is_card {
-        return card_callback::receive(app, row, deadline).await;
+    if arrival.is_press {
+        return card_callback::receive(app, arrival.row, deadline).await;
     }
-    // The whole wait, queueing for the committer included, ends by the deadline: Feishu
-    // gives up after 3 s. A batch that commits after the 503 only makes Feishu's retry a
-    // duplicate; a 200 is never sent for an event that was not committed.
-    let outcome = match tokio::time::timeout_at(deadline, app.committer.submit(row, deadline)).await
-    {
-        Ok(Ok(o)) => o,
-        Ok(Err(e)) => return Err(ApiError::not_stored(e, &app.metrics, profile, &event_id)),
-        Err(_) => {
-            return Err(ApiError::not_stored(
-                CommitError::Late,
-                &app.metrics,
-                profile,
-                &event_id,
-            ));
-        }
-    };
-    let label = match (outcome, handled) {
-        (InsertOutcome::Duplicate, _) => "duplicate",
-        (InsertOutcome::Inserted, true) => "accepted",
-        (InsertOutcome::Inserted, false) => "skipped",
-    };
+    // Feishu gives up after 3 s; a 200 is never sent for an event that was not committed.
+    let (event_id, event_type, handled) = (
+        arrival.row.event_id.clone(),
+        arrival.row.event_type.clone(),
+        arrival.handled,
+    );
+    let outcome = arrival
+        .store(&app.committer, deadline)
+        .await
+        .map_err(|e| ApiError::not_stored(e, &app.metrics, profile, &event_id))?;
+    let label = Arrival::label(outcome, handled);
     tracing::info!(profile, %event_id, %event_type, outcome = label, "callback stored");
     Ok((label, Json(json!({ "msg": "success" })).into_response()))
 }

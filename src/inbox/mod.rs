@@ -1,5 +1,6 @@
 //! The durable inbox: group-committed writes on the webhook path, a worker draining it.
 
+pub mod arrival;
 pub mod commands;
 pub mod committer;
 pub mod pipeline;
