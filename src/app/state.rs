@@ -39,6 +39,11 @@ impl ProfileKeys {
         }
     }
 
+    /// The AES key derived from the Encrypt Key, when there is one.
+    pub fn aes(&self) -> Option<&AesKey> {
+        self.aes.as_ref()
+    }
+
     /// The Verification Token.
     pub fn verification_token(&self) -> &str {
         self.profile.verification_token()
