@@ -5,8 +5,10 @@
 //! it durably in the [`store`]; the inbox worker normalizes each message, routes it
 //! ([`routing`]), records its facts ([`context`]), runs its commands, and queues turns per
 //! session ([`turns`]), which hand prompts to [`agent`]s and post answers through
-//! [`feishu_api`]. [`app`] assembles and serves it all; [`config`], [`telemetry`] and
-//! [`redact`] sit beneath; [`ops`] holds the one-shot commands of the CLI.
+//! [`feishu_api`]. [`longconn`] is the codec of Feishu's long connection, the WebSocket
+//! alternative to the event URL. [`app`] assembles and serves it all; [`config`],
+//! [`telemetry`] and [`redact`] sit beneath; [`ops`] holds the one-shot commands of the
+//! CLI.
 
 pub mod agent;
 pub mod app;
@@ -16,6 +18,7 @@ pub mod context;
 pub mod feishu_api;
 pub mod http;
 pub mod inbox;
+pub mod longconn;
 pub mod ops;
 pub mod protocol;
 pub mod redact;

@@ -1,0 +1,19 @@
+//! Feishu's long connection: the WebSocket a bot opens to Feishu to receive its events,
+//! instead of exposing an event URL.
+//!
+//! This module is the codec, with no I/O: [`frame`] reads and writes the protobuf
+//! `pbbp2.Frame` each binary message holds and tells pings, pongs and data frames apart;
+//! [`ack`] builds the acknowledgement every data message is answered with;
+//! [`fragments`] joins a message the server split across frames; [`client_config`] reads
+//! the ping and reconnect settings the server sends. A data frame's payload is the same
+//! JSON envelope as an HTTP callback, left to [`crate::protocol`] to read. Nothing here
+//! depends on a socket, the HTTP framework or the database.
+
+pub mod ack;
+pub mod client_config;
+pub mod fragments;
+pub mod frame;
+
+pub use client_config::{ClientConfig, Timing};
+pub use fragments::{FragmentError, FragmentLimits, Fragments};
+pub use frame::{Frame, FrameError, Header, Kind, METHOD_CONTROL, METHOD_DATA};
