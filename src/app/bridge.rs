@@ -15,13 +15,14 @@ use tokio_util::sync::CancellationToken;
 use super::state::{App, AppState, ProfileKeys};
 use crate::{
     agent::PendingCallbacks,
-    config::Config,
+    config::{Config, Connection},
     feishu_api::{
         Budget, FeishuClient,
         identity::Identities,
         outbound::{FeishuOutbound, Outbound},
     },
     inbox::{Committer, Pipeline, Worker},
+    longconn::session::LongConnection,
     store::{self, Store},
     telemetry::Metrics,
     turns::{Recovery, RunnerParts, TurnRunner, queue::SessionQueues},
@@ -31,12 +32,16 @@ use crate::{
 pub struct Bridge {
     state: AppState,
     stops: Stops,
+    /// The long connections, stopped first.
+    ingress: Vec<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
 /// What stops each kind of background task.
 #[derive(Default)]
 struct Stops {
+    /// The long connections: stop reading, acknowledge what was stored, close.
+    ingress: CancellationToken,
     worker: CancellationToken,
     committer: CancellationToken,
     turns: CancellationToken,
@@ -87,9 +92,12 @@ impl Bridge {
         if app.config.worker.enabled {
             tasks.push(start_worker(&app, wake, &stops));
         }
+        let state = AppState(app);
+        let ingress = start_long_connections(&state, &stops);
         Self {
-            state: AppState(app),
+            state,
             stops,
+            ingress,
             tasks,
         }
     }
@@ -113,6 +121,7 @@ impl Bridge {
         let router = crate::http::router(self.state.clone());
         let limits = crate::server::Limits::from_config(&self.state.config.server);
         let worker_stop = self.stops.worker.clone();
+        let ingress_stop = self.stops.ingress.clone();
         let signalled = CancellationToken::new();
         let signalled_in = signalled.clone();
         let server = crate::server::serve(
@@ -124,6 +133,7 @@ impl Bridge {
                 shutdown.await;
                 tracing::info!("shutting down: no new connections; finishing in-flight work");
                 worker_stop.cancel();
+                ingress_stop.cancel();
                 signalled_in.cancel();
             },
         );
@@ -143,6 +153,14 @@ impl Bridge {
     /// committers, which stop after them); running turns are told to stop and get `grace`
     /// to finish.
     pub async fn stop(self, grace: Duration) {
+        // The long connections first: they stop reading, and what they read is stored
+        // and acknowledged before the committers stop.
+        self.stops.ingress.cancel();
+        for task in self.ingress {
+            if tokio::time::timeout(grace, task).await.is_err() {
+                tracing::warn!("a long connection did not close within the grace period");
+            }
+        }
         self.stops.worker.cancel();
         self.state.background.close();
         if tokio::time::timeout(grace, self.state.background.wait())
@@ -208,7 +226,24 @@ fn assemble(config: Config, store: Arc<dyn Store>, committer: Committer, metrics
         turns_done: broadcast::channel(1024).0,
         callbacks: Arc::new(PendingCallbacks::default()),
         background: tokio_util::task::TaskTracker::new(),
+        connections: Arc::default(),
     }
+}
+
+/// Starts the long connection of every profile that receives over one.
+fn start_long_connections(state: &AppState, stops: &Stops) -> Vec<JoinHandle<()>> {
+    // No overall timeout: the socket lives long; each request bounds itself.
+    let http = reqwest::Client::builder().build().unwrap_or_default();
+    state
+        .config
+        .profiles
+        .iter()
+        .filter(|p| p.connection == Connection::Websocket)
+        .map(|p| {
+            let conn = LongConnection::new(state.clone(), p, http.clone(), stops.ingress.clone());
+            tokio::spawn(conn.run())
+        })
+        .collect()
 }
 
 /// Starts the worker over `app`: first unfinished turns of an earlier run are queued,

@@ -12,6 +12,7 @@ use crate::{
     config::{Config, Profile},
     feishu_api::{FeishuClient, identity::Identities},
     inbox::{Committer, Processed, press::Presses},
+    longconn::status::Connections,
     protocol::{Credentials, crypto::AesKey},
     store::Store,
     telemetry::Metrics,
@@ -80,6 +81,8 @@ pub struct App {
     /// Card presses being stored and acted on, which can outlast their answer; the
     /// shutdown waits for them before it stops the committers.
     pub background: tokio_util::task::TaskTracker,
+    /// What each long connection is doing.
+    pub connections: Arc<Connections>,
 }
 
 impl App {

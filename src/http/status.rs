@@ -44,6 +44,43 @@ pub struct ProfileStatus {
     pub agent_kind: &'static str,
     /// Whether callbacks must be encrypted and signed.
     pub encrypted: bool,
+    /// How its events arrive: `webhook` or `websocket`.
+    pub connection: &'static str,
+    /// Its long connection (websocket profiles only).
+    pub long_connection: Option<LongConnectionBody>,
+}
+
+/// A profile's long connection.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LongConnectionBody {
+    /// `connecting`, `connected`, `backing_off` or `stopped`.
+    pub state: &'static str,
+    /// Unix ms it entered that state.
+    pub since: i64,
+    /// Why it is backing off or stopped.
+    pub reason: Option<String>,
+    /// Unix ms of the next attempt, while backing off.
+    pub next_attempt_at: Option<i64>,
+    /// Unix ms of the last ping sent.
+    pub last_ping_at: Option<i64>,
+    /// Unix ms of the last pong received.
+    pub last_pong_at: Option<i64>,
+    /// Connections made again since start.
+    pub reconnects: u64,
+}
+
+impl LongConnectionBody {
+    fn of(v: crate::longconn::status::ConnView) -> Self {
+        Self {
+            state: v.state.as_str(),
+            since: v.since.millis(),
+            reason: v.reason,
+            next_attempt_at: v.next_attempt_at.map(|t| t.millis()),
+            last_ping_at: v.last_ping_at.map(|t| t.millis()),
+            last_pong_at: v.last_pong_at.map(|t| t.millis()),
+            reconnects: v.reconnects,
+        }
+    }
 }
 
 /// `inbox` of [`StatusBody`]; counts are absent when the database did not answer.
@@ -139,6 +176,17 @@ pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
                 .or_else(|| p.bot_open_id.clone().filter(|id| !id.is_empty())),
             agent_kind: p.agent.kind.as_str(),
             encrypted: p.encrypt_key().is_some(),
+            connection: match p.connection {
+                crate::config::Connection::Webhook => "webhook",
+                crate::config::Connection::Websocket => "websocket",
+            },
+            long_connection: (p.connection == crate::config::Connection::Websocket).then(|| {
+                LongConnectionBody::of(
+                    app.connections
+                        .get(&p.name)
+                        .unwrap_or_else(|| crate::longconn::status::ConnView::starting(&p.name)),
+                )
+            }),
         })
         .collect();
     Ok(Json(StatusBody {

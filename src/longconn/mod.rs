@@ -1,18 +1,27 @@
 //! Feishu's long connection: the WebSocket a bot opens to Feishu to receive its events,
 //! instead of exposing an event URL.
 //!
-//! This module is the codec, with no I/O: [`frame`] reads and writes the protobuf
+//! The codec, with no I/O: [`frame`] reads and writes the protobuf
 //! `pbbp2.Frame` each binary message holds and tells pings, pongs and data frames apart;
 //! [`ack`] builds the acknowledgement every data message is answered with;
 //! [`fragments`] joins a message the server split across frames; [`client_config`] reads
 //! the ping and reconnect settings the server sends. A data frame's payload is the same
-//! JSON envelope as an HTTP callback, left to [`crate::protocol`] to read. Nothing here
-//! depends on a socket, the HTTP framework or the database.
+//! JSON envelope as an HTTP callback, left to [`crate::protocol`] to read. Those files
+//! depend on no socket, HTTP framework or database.
+//!
+//! The connection itself: [`endpoint`] fetches a fresh URL and dials it; [`session`]
+//! keeps one profile's connection up (pings, pong timeout, reconnects) and hands each
+//! complete message to [`ingest`], which stores it and builds its acknowledgement;
+//! [`status`] is what `/status` shows of each connection.
 
 pub mod ack;
 pub mod client_config;
+pub mod endpoint;
 pub mod fragments;
 pub mod frame;
+pub mod ingest;
+pub mod session;
+pub mod status;
 
 pub use client_config::{ClientConfig, Timing};
 pub use fragments::{FragmentError, FragmentLimits, Fragments};

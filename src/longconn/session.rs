@@ -1,0 +1,464 @@
+//! One profile's long connection, kept up for the bridge's life: a fresh endpoint for
+//! every connect, a ping at once and every `PingInterval`, pong settings applied, frames
+//! read, reassembled and handed to [`Ingest`], acknowledgements written as their events
+//! are stored.
+//!
+//! Better behaved than the official clients where they fall short: a connection that
+//! stops answering (a half-open socket) is noticed by a pong timeout and made again; a
+//! fatal refusal (bad credentials, too many connections) stops this profile's connection
+//! with a clear log line and a `/status` entry instead of a hot loop; repeated failures
+//! back off exponentially (from `ReconnectInterval`, capped) after the first attempt's
+//! jitter; and a shutdown stops reading, lets what was read be stored and acknowledged,
+//! then closes the socket.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use secrecy::{ExposeSecret, SecretString};
+use tokio::{
+    sync::mpsc,
+    time::{Instant, MissedTickBehavior},
+};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use super::{
+    Timing,
+    endpoint::{self, ConnectError, Socket},
+    fragments::{FragmentLimits, Fragments},
+    frame::{Frame, Kind},
+    ingest::Ingest,
+    status::ConnState,
+};
+use crate::{app::AppState, config::Profile, util::UnixMs};
+
+/// The longest wait between two attempts, however many failed.
+const MAX_BACKOFF: Duration = Duration::from_secs(600);
+/// Acknowledgements queued for the socket.
+const OUTBOX: usize = 1024;
+
+/// How a pong timeout follows the ping interval: as long as one interval, within these.
+const PONG_TIMEOUT: (Duration, Duration) = (Duration::from_secs(2), Duration::from_secs(20));
+
+/// One profile's connection.
+pub struct LongConnection {
+    app: AppState,
+    profile: String,
+    app_id: String,
+    app_secret: SecretString,
+    api_base: String,
+    http: reqwest::Client,
+    ingest: Ingest,
+    stop: CancellationToken,
+}
+
+/// How one connect ended.
+enum Ended {
+    /// The bridge is shutting down.
+    Shutdown,
+    /// Never to be tried again.
+    Fatal(String),
+    /// The attempt failed before the connection was up.
+    Failed(String),
+    /// The connection was up, then ended.
+    Lost(String),
+}
+
+impl LongConnection {
+    /// `profile`'s connection (it has an app secret: validated), until `stop`.
+    pub fn new(
+        app: AppState,
+        profile: &Profile,
+        http: reqwest::Client,
+        stop: CancellationToken,
+    ) -> Self {
+        Self {
+            ingest: Ingest::new(app.clone(), &profile.name),
+            app,
+            profile: profile.name.clone(),
+            app_id: profile.app_id.clone(),
+            app_secret: profile
+                .app_secret
+                .clone()
+                .unwrap_or_else(|| SecretString::from("")),
+            api_base: profile.api_base.clone(),
+            http,
+            stop,
+        }
+    }
+
+    /// Keeps the connection up until the shutdown or a fatal refusal.
+    pub async fn run(self) {
+        let profile = self.profile.as_str();
+        let conns = &self.app.connections;
+        let metrics = &self.app.metrics.long_connection;
+        let mut timing = Timing::default();
+        let mut failures = 0u32;
+        let mut reconnects = 0u64;
+        loop {
+            conns.set(profile, ConnState::Connecting, None, None);
+            let (why, wait) = match self.connect_once(&mut timing).await {
+                Ended::Shutdown => {
+                    conns.set(
+                        profile,
+                        ConnState::Stopped,
+                        Some("the bridge shut down".into()),
+                        None,
+                    );
+                    return;
+                }
+                Ended::Fatal(why) => {
+                    tracing::error!(profile, reason = %why, "long connection stopped: Feishu refused it for good; fix the app's settings and restart");
+                    conns.set(profile, ConnState::Stopped, Some(why), None);
+                    return;
+                }
+                Ended::Failed(why) => {
+                    failures += 1;
+                    (why, backoff(timing.reconnect_interval, failures))
+                }
+                Ended::Lost(why) => {
+                    // A connection that was up starts a new round of attempts.
+                    failures = 0;
+                    reconnects = 0;
+                    (why, jitter(timing.reconnect_nonce))
+                }
+            };
+            if timing.reconnect_count >= 0 && reconnects >= timing.reconnect_count as u64 {
+                let why = format!(
+                    "{why}; gave up after {reconnects} reconnect attempts (ReconnectCount)"
+                );
+                tracing::error!(profile, reason = %why, "long connection stopped");
+                conns.set(profile, ConnState::Stopped, Some(why), None);
+                return;
+            }
+            tracing::warn!(profile, reason = %why, wait_ms = wait.as_millis() as u64, "long connection down; connecting again");
+            let at = UnixMs(UnixMs::now().millis() + wait.as_millis() as i64);
+            conns.set(profile, ConnState::BackingOff, Some(why), Some(at));
+            tokio::select! {
+                () = self.stop.cancelled() => {
+                    conns.set(profile, ConnState::Stopped, Some("the bridge shut down".into()), None);
+                    return;
+                }
+                () = tokio::time::sleep(wait) => {}
+            }
+            reconnects += 1;
+            conns.reconnecting(profile);
+            metrics.reconnects.with_label_values(&[profile]).inc();
+        }
+    }
+
+    /// Fetches an endpoint, dials it and serves the connection until it ends.
+    async fn connect_once(&self, timing: &mut Timing) -> Ended {
+        let fetched = tokio::select! {
+            () = self.stop.cancelled() => return Ended::Shutdown,
+            f = endpoint::fetch(&self.http, &self.api_base, &self.app_id, &self.app_secret) => f,
+        };
+        let endpoint = match fetched {
+            Ok(e) => e,
+            Err(e) => return refused(e),
+        };
+        *timing = endpoint.config.merged_over(timing);
+        let Some(service) = service_id(&endpoint.url) else {
+            return Ended::Failed("the endpoint's URL has no service_id".into());
+        };
+        let dialled = tokio::select! {
+            () = self.stop.cancelled() => return Ended::Shutdown,
+            d = endpoint::dial(&endpoint.url) => d,
+        };
+        let socket = match dialled {
+            Ok(s) => s,
+            Err(e) => return refused(e),
+        };
+        let profile = self.profile.as_str();
+        tracing::info!(profile, "long connection up");
+        self.app
+            .connections
+            .set(profile, ConnState::Connected, None, None);
+        let gauge = self
+            .app
+            .metrics
+            .long_connection
+            .connected
+            .with_label_values(&[profile]);
+        gauge.set(1);
+        let ended = self.serve(socket, service, timing).await;
+        gauge.set(0);
+        ended
+    }
+
+    /// Reads and writes frames until the connection ends or the bridge shuts down.
+    async fn serve(&self, socket: Socket, service: i32, timing: &mut Timing) -> Ended {
+        let profile = self.profile.as_str();
+        let (mut sink, mut stream) = socket.split();
+        let (out, mut outbox) = mpsc::channel::<(Frame, &'static str)>(OUTBOX);
+        let inflight = TaskTracker::new();
+        let mut fragments = Fragments::new(FragmentLimits::default());
+        let mut pings = ping_timer(timing.ping_interval, true);
+        let mut pong_due: Option<Instant> = None;
+        let ended = loop {
+            let due = pong_due;
+            tokio::select! {
+                () = self.stop.cancelled() => break Ended::Shutdown,
+                Some((frame, kind)) = outbox.recv() => {
+                    if let Err(e) = self.write(&mut sink, &frame, kind).await {
+                        break Ended::Lost(e);
+                    }
+                }
+                _ = pings.tick() => {
+                    if let Err(e) = self.write(&mut sink, &Frame::ping(service), "ping").await {
+                        break Ended::Lost(e);
+                    }
+                    self.app.connections.pinged(profile);
+                    pong_due.get_or_insert(Instant::now() + pong_timeout(timing.ping_interval));
+                }
+                () = sleep_until(due) => {
+                    break Ended::Lost(format!(
+                        "no answer within {} s of a ping: the connection is half-open",
+                        pong_timeout(timing.ping_interval).as_secs()
+                    ));
+                }
+                read = stream.next() => {
+                    let bytes = match read {
+                        Some(Ok(Message::Binary(bytes))) => bytes,
+                        Some(Ok(Message::Close(_))) | None => break Ended::Lost("Feishu closed the connection".into()),
+                        Some(Ok(_)) => continue,
+                        Some(Err(_)) => break Ended::Lost("reading from the connection failed".into()),
+                    };
+                    // Anything from the server shows the connection is alive.
+                    pong_due = None;
+                    let now = Instant::now();
+                    let frame = match Frame::decode_bytes(&bytes) {
+                        Ok(f) => f,
+                        Err(e) => {
+                            self.count("in", "other");
+                            tracing::warn!(profile, error = %e, "an unreadable frame was dropped");
+                            continue;
+                        }
+                    };
+                    fragments.expire(now);
+                    match frame.kind() {
+                        Kind::Pong => {
+                            self.count("in", "pong");
+                            self.app.connections.ponged(profile);
+                            let before = timing.ping_interval;
+                            if let Some(config) = frame.payload.as_deref().and_then(super::ClientConfig::from_json) {
+                                *timing = config.merged_over(timing);
+                            }
+                            if timing.ping_interval != before {
+                                pings = ping_timer(timing.ping_interval, false);
+                            }
+                        }
+                        Kind::Event | Kind::Card => {
+                            let kind = if frame.kind() == Kind::Card { "card" } else { "event" };
+                            self.count("in", kind);
+                            self.take(&mut fragments, frame, now, &out, &inflight);
+                        }
+                        Kind::Ping => self.count("in", "ping"),
+                        Kind::Other(_) => self.count("in", "other"),
+                    }
+                }
+            }
+        };
+        if matches!(ended, Ended::Shutdown) {
+            self.drain(&mut sink, &mut outbox, &inflight).await;
+            let _ = sink.send(Message::Close(None)).await;
+            let _ = sink.close().await;
+            tracing::info!(profile, "long connection closed for the shutdown");
+        }
+        ended
+    }
+
+    /// Adds a data frame's fragment; once its message is whole, stores it and queues the
+    /// acknowledgement (on the completing fragment) — in a task, so reading goes on.
+    fn take(
+        &self,
+        fragments: &mut Fragments,
+        frame: Frame,
+        now: Instant,
+        out: &mpsc::Sender<(Frame, &'static str)>,
+        inflight: &TaskTracker,
+    ) {
+        let profile = self.profile.as_str();
+        let number = |key: &str, default: usize| {
+            frame
+                .header(key)
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(default)
+        };
+        let (sum, seq) = (number("sum", 1), number("seq", 0));
+        let message_id = frame.header("message_id").unwrap_or_default().to_string();
+        let payload = frame.payload.clone().unwrap_or_default();
+        let whole = match fragments.add(&message_id, sum, seq, payload, now) {
+            Ok(Some(whole)) => whole,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(profile, error = %e, "a fragment was dropped; Feishu will push its message again");
+                return;
+            }
+        };
+        let (ingest, out) = (self.ingest.clone(), out.clone());
+        let metrics = self.app.metrics.long_connection.clone();
+        let profile = profile.to_string();
+        inflight.spawn(async move {
+            let handled = ingest.handle(&whole, now).await;
+            let took = now.elapsed();
+            let ack = frame.ack(handled.code, handled.data.as_ref(), took.as_millis() as u64);
+            metrics
+                .ack_seconds
+                .with_label_values(&[profile.as_str(), &handled.code.to_string()])
+                .observe(took.as_secs_f64());
+            // The connection may be gone: then Feishu pushes the message again, and the
+            // inbox knows it.
+            let _ = out.send((ack, "ack")).await;
+        });
+    }
+
+    /// After the shutdown signal: no more reading; what was read is stored and
+    /// acknowledged (bounded by the ack deadline).
+    async fn drain(
+        &self,
+        sink: &mut futures_util::stream::SplitSink<Socket, Message>,
+        outbox: &mut mpsc::Receiver<(Frame, &'static str)>,
+        inflight: &TaskTracker,
+    ) {
+        inflight.close();
+        let deadline = Instant::now()
+            + Duration::from_millis(self.app.config.server.ack_deadline_ms)
+            + Duration::from_millis(500);
+        loop {
+            tokio::select! {
+                Some((frame, kind)) = outbox.recv() => {
+                    if self.write(sink, &frame, kind).await.is_err() {
+                        return;
+                    }
+                }
+                () = inflight.wait() => {
+                    // Whatever the last tasks queued.
+                    while let Ok((frame, kind)) = outbox.try_recv() {
+                        if self.write(sink, &frame, kind).await.is_err() {
+                            return;
+                        }
+                    }
+                    return;
+                }
+                () = tokio::time::sleep_until(deadline) => return,
+            }
+        }
+    }
+
+    async fn write(
+        &self,
+        sink: &mut futures_util::stream::SplitSink<Socket, Message>,
+        frame: &Frame,
+        kind: &'static str,
+    ) -> Result<(), String> {
+        self.count("out", kind);
+        sink.send(Message::Binary(frame.encode_bytes().into()))
+            .await
+            .map_err(|_| "writing to the connection failed".to_string())
+    }
+
+    fn count(&self, direction: &str, kind: &str) {
+        self.app
+            .metrics
+            .long_connection
+            .frames
+            .with_label_values(&[self.profile.as_str(), direction, kind])
+            .inc();
+    }
+}
+
+/// A failed connect, fatal or not.
+fn refused(e: ConnectError) -> Ended {
+    match e {
+        ConnectError::Fatal(why) => Ended::Fatal(why),
+        ConnectError::Retry(why) => Ended::Failed(why),
+    }
+}
+
+/// The `service_id` of the URL (every ping carries it).
+fn service_id(url: &SecretString) -> Option<i32> {
+    let url = url::Url::parse(url.expose_secret()).ok()?;
+    url.query_pairs()
+        .find(|(k, _)| k == "service_id")
+        .and_then(|(_, v)| v.parse::<i32>().ok())
+}
+
+/// Pings every `interval`, the first at once (a fresh connection) or after one interval.
+fn ping_timer(interval: Duration, now: bool) -> tokio::time::Interval {
+    let start = if now {
+        Instant::now()
+    } else {
+        Instant::now() + interval
+    };
+    let mut timer = tokio::time::interval_at(start, interval.max(Duration::from_millis(100)));
+    timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    timer
+}
+
+/// How long after a ping the connection must have said something.
+fn pong_timeout(ping_interval: Duration) -> Duration {
+    ping_interval.clamp(PONG_TIMEOUT.0, PONG_TIMEOUT.1)
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The wait before the first attempt after a lost connection: up to `nonce`, at random.
+fn jitter(nonce: Duration) -> Duration {
+    let ms = nonce.as_millis() as u64;
+    if ms == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_millis(rand::random::<u64>() % ms)
+}
+
+/// The wait after `failures` failed attempts in a row: the interval, doubling, capped.
+fn backoff(interval: Duration, failures: u32) -> Duration {
+    let doubled = interval.saturating_mul(1 << failures.saturating_sub(1).min(16));
+    doubled.min(MAX_BACKOFF.max(interval))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_back_off_from_the_interval_doubling_to_a_cap() {
+        let i = Duration::from_secs(5);
+        let waits: Vec<u64> = (1..=10).map(|f| backoff(i, f).as_secs()).collect();
+        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 320, 600, 600, 600]);
+        assert_eq!(
+            backoff(Duration::from_secs(900), 3),
+            Duration::from_secs(900),
+            "never below the interval"
+        );
+        assert!(jitter(Duration::from_secs(30)) < Duration::from_secs(30));
+        assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_pong_timeout_follows_the_ping_interval_within_bounds() {
+        assert_eq!(pong_timeout(Duration::from_secs(1)), Duration::from_secs(2));
+        assert_eq!(pong_timeout(Duration::from_secs(5)), Duration::from_secs(5));
+        assert_eq!(
+            pong_timeout(Duration::from_secs(120)),
+            Duration::from_secs(20)
+        );
+    }
+
+    #[test]
+    fn the_service_id_is_read_from_the_url() {
+        let url = SecretString::from("wss://x/ws/v2?device_id=d&service_id=42&ticket=t");
+        assert_eq!(service_id(&url), Some(42));
+        assert_eq!(
+            service_id(&SecretString::from("wss://x/ws/v2?ticket=t")),
+            None
+        );
+    }
+}
