@@ -341,4 +341,32 @@ kind = "openai"
             default.replica_id()
         );
     }
+
+    #[test]
+    fn a_websocket_profile_needs_an_app_secret_and_no_verification_token() {
+        let profile = |more: &str| {
+            format!(
+                "[[profiles]]\nname = \"p\"\napp_id = \"cli_1\"\nconnection = \"websocket\"\n{more}"
+            )
+        };
+        let err = load_from_str(&profile(""), &|_| None).expect_err("no secret");
+        assert_eq!(err.key, "profiles[0].app_secret");
+        assert!(err.message.contains("websocket"), "{err}");
+        let ok = load_from_str(&profile("app_secret = \"s\"\n"), &|_| None).expect("valid");
+        assert_eq!(
+            ok.profiles[0].connection,
+            super::super::Connection::Websocket
+        );
+        assert_eq!(ok.profiles[0].verification_token(), "");
+        let from_env = load_from_str(&profile(""), &|k| {
+            (k == "FEISHU_BRIDGE_P_APP_SECRET").then(|| "s".to_string())
+        });
+        assert!(from_env.is_ok(), "{from_env:?}");
+        let err = load_from_str(&profile("connection = \"carrier-pigeon\"\n"), &|_| None);
+        assert!(err.is_err());
+        // A webhook profile still needs its token.
+        let webhook = "[[profiles]]\nname = \"p\"\napp_id = \"cli_1\"\n";
+        let err = load_from_str(webhook, &|_| None).expect_err("no token");
+        assert_eq!(err.key, "profiles[0].verification_token");
+    }
 }
