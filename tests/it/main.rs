@@ -12,6 +12,7 @@ mod context_order;
 mod delivery;
 mod errors;
 mod explain;
+mod fake_longconn;
 mod fake_openapi;
 mod full_loop;
 mod hygiene;

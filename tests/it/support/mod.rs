@@ -7,6 +7,7 @@ pub mod cli;
 pub mod crash;
 pub mod db;
 pub mod fake_feishu;
+pub mod fake_longconn;
 pub mod fake_openai;
 pub mod feishu;
 pub mod full_disk;

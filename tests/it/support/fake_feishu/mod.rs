@@ -5,7 +5,8 @@
 //!
 //! `limits`: sizes and sliding windows; `gate`: refusals and the checks every call
 //! passes first; `messages`: token, bot info, get, send/reply, card PATCH; `cardkit`:
-//! card entities; `mentions`: who would be pinged; `views`: what tests read back.
+//! card entities; `mentions`: who would be pinged; `views`: what tests read back. The
+//! long connection (`super::fake_longconn`) can be mounted beside it.
 
 mod card_patch;
 mod cardkit;
@@ -38,6 +39,8 @@ pub use limits::{
 pub use mentions::tags_in as mention_tags;
 use serde_json::Value;
 use tokio::{net::TcpListener, sync::broadcast};
+
+use super::fake_longconn::FakeLongConn;
 
 /// What the fake knows and has seen.
 pub struct FakeState {
@@ -145,6 +148,40 @@ impl FakeFeishu {
 
     /// Starts the fake.
     pub async fn start(app_secret: &str, bot_open_id: &str) -> Self {
+        Self::serve(app_secret, bot_open_id, |_| None).await.0
+    }
+
+    /// The fake for the default test profile (app `cli_test_planner`, secret `s`, the
+    /// planner bot) that also serves Feishu's long connection on the same `api_base`.
+    pub async fn planner_with_long_connection() -> (Self, FakeLongConn) {
+        let (app_id, bot) = (super::feishu::APP_ID, super::feishu::BOT_OPEN_ID);
+        Self::with_long_connection(app_id, "s", bot).await
+    }
+
+    /// Starts the fake with Feishu's long connection mounted beside the Open API (the
+    /// bridge has one `api_base` for both): `POST /callback/ws/endpoint` checks
+    /// `app_id`/`app_secret`, and `GET /ws/v2` upgrades.
+    pub async fn with_long_connection(
+        app_id: &str,
+        app_secret: &str,
+        bot_open_id: &str,
+    ) -> (Self, FakeLongConn) {
+        let (fake, long_conn) = Self::serve(app_secret, bot_open_id, |base| {
+            Some(FakeLongConn::new(app_id, app_secret, base))
+        })
+        .await;
+        (fake, long_conn.expect("long connection mounted"))
+    }
+
+    /// Binds, then builds the routes (the long connection's URLs need the port).
+    async fn serve(
+        app_secret: &str,
+        bot_open_id: &str,
+        long_conn: impl FnOnce(&str) -> Option<FakeLongConn>,
+    ) -> (Self, Option<FakeLongConn>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let long_conn = long_conn(&base);
         let state = Arc::new(FakeState {
             app_secret: app_secret.into(),
             bot_open_id: bot_open_id.into(),
@@ -210,14 +247,17 @@ impl FakeFeishu {
                 put(cardkit::content),
             )
             .with_state(state.clone());
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
-        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let app = match &long_conn {
+            Some(lc) => app.merge(lc.router()),
+            None => app,
+        };
         tokio::spawn(async move { axum::serve(listener, app).await });
         let messages = state.messages.clone();
-        Self {
+        let fake = Self {
             base,
             state,
             messages,
-        }
+        };
+        (fake, long_conn)
     }
 }
