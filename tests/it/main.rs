@@ -18,6 +18,7 @@ mod full_loop;
 mod hygiene;
 mod inbox;
 mod layout;
+mod long_connection;
 mod migrations;
 mod openai_agent;
 mod operating;

@@ -6,6 +6,7 @@ pub mod cards;
 pub mod cli;
 pub mod crash;
 pub mod db;
+pub mod db_lock;
 pub mod fake_feishu;
 pub mod fake_longconn;
 pub mod fake_openai;
