@@ -60,8 +60,10 @@ enum Ended {
     Fatal(String),
     /// The attempt failed before the connection was up.
     Failed(String),
-    /// The connection was up, then ended.
-    Lost(String),
+    /// The connection was up, then ended; `true` when the server had said anything on
+    /// it (a connection that ends before a word counts as a failed attempt, so that a
+    /// server accepting and dropping at once cannot make a hot loop).
+    Lost(String, bool),
 }
 
 impl LongConnection {
@@ -116,11 +118,15 @@ impl LongConnection {
                     failures += 1;
                     (why, backoff(timing.reconnect_interval, failures))
                 }
-                Ended::Lost(why) => {
+                Ended::Lost(why, true) => {
                     // A connection that was up starts a new round of attempts.
                     failures = 0;
                     reconnects = 0;
                     (why, jitter(timing.reconnect_nonce))
+                }
+                Ended::Lost(why, false) => {
+                    failures += 1;
+                    (why, backoff(timing.reconnect_interval, failures))
                 }
             };
             if timing.reconnect_count >= 0 && reconnects >= timing.reconnect_count as u64 {
@@ -195,18 +201,19 @@ impl LongConnection {
         let mut fragments = Fragments::new(FragmentLimits::default());
         let mut pings = ping_timer(timing.ping_interval, true);
         let mut pong_due: Option<Instant> = None;
+        let mut heard = false;
         let ended = loop {
             let due = pong_due;
             tokio::select! {
                 () = self.stop.cancelled() => break Ended::Shutdown,
                 Some((frame, kind)) = outbox.recv() => {
                     if let Err(e) = self.write(&mut sink, &frame, kind).await {
-                        break Ended::Lost(e);
+                        break Ended::Lost(e, heard);
                     }
                 }
                 _ = pings.tick() => {
                     if let Err(e) = self.write(&mut sink, &Frame::ping(service), "ping").await {
-                        break Ended::Lost(e);
+                        break Ended::Lost(e, heard);
                     }
                     self.app.connections.pinged(profile);
                     pong_due.get_or_insert(Instant::now() + pong_timeout(timing.ping_interval));
@@ -215,17 +222,18 @@ impl LongConnection {
                     break Ended::Lost(format!(
                         "no answer within {} s of a ping: the connection is half-open",
                         pong_timeout(timing.ping_interval).as_secs()
-                    ));
+                    ), heard);
                 }
                 read = stream.next() => {
                     let bytes = match read {
                         Some(Ok(Message::Binary(bytes))) => bytes,
-                        Some(Ok(Message::Close(_))) | None => break Ended::Lost("Feishu closed the connection".into()),
+                        Some(Ok(Message::Close(_))) | None => break Ended::Lost("Feishu closed the connection".into(), heard),
                         Some(Ok(_)) => continue,
-                        Some(Err(_)) => break Ended::Lost("reading from the connection failed".into()),
+                        Some(Err(_)) => break Ended::Lost("reading from the connection failed".into(), heard),
                     };
                     // Anything from the server shows the connection is alive.
                     pong_due = None;
+                    heard = true;
                     let now = Instant::now();
                     let frame = match Frame::decode_bytes(&bytes) {
                         Ok(f) => f,
