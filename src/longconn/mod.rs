@@ -16,6 +16,7 @@
 
 pub mod ack;
 pub mod client_config;
+mod clock;
 pub mod endpoint;
 pub mod fragments;
 pub mod frame;

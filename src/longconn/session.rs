@@ -15,15 +15,13 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use secrecy::{ExposeSecret, SecretString};
-use tokio::{
-    sync::mpsc,
-    time::{Instant, MissedTickBehavior},
-};
+use tokio::{sync::mpsc, time::Instant};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::{
     Timing,
+    clock::{backoff, jitter, ping_timer, pong_timeout, sleep_until},
     endpoint::{self, ConnectError, Socket},
     fragments::{FragmentLimits, Fragments},
     frame::{Frame, Kind},
@@ -32,13 +30,8 @@ use super::{
 };
 use crate::{app::AppState, config::Profile, util::UnixMs};
 
-/// The longest wait between two attempts, however many failed.
-const MAX_BACKOFF: Duration = Duration::from_secs(600);
 /// Acknowledgements queued for the socket.
 const OUTBOX: usize = 1024;
-
-/// How a pong timeout follows the ping interval: as long as one interval, within these.
-const PONG_TIMEOUT: (Duration, Duration) = (Duration::from_secs(2), Duration::from_secs(20));
 
 /// One profile's connection.
 pub struct LongConnection {
@@ -392,73 +385,9 @@ fn service_id(url: &SecretString) -> Option<i32> {
         .and_then(|(_, v)| v.parse::<i32>().ok())
 }
 
-/// Pings every `interval`, the first at once (a fresh connection) or after one interval.
-fn ping_timer(interval: Duration, now: bool) -> tokio::time::Interval {
-    let start = if now {
-        Instant::now()
-    } else {
-        Instant::now() + interval
-    };
-    let mut timer = tokio::time::interval_at(start, interval.max(Duration::from_millis(100)));
-    timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    timer
-}
-
-/// How long after a ping the connection must have said something.
-fn pong_timeout(ping_interval: Duration) -> Duration {
-    ping_interval.clamp(PONG_TIMEOUT.0, PONG_TIMEOUT.1)
-}
-
-/// Sleeps until `at`, or forever without one.
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The wait before the first attempt after a lost connection: up to `nonce`, at random.
-fn jitter(nonce: Duration) -> Duration {
-    let ms = nonce.as_millis() as u64;
-    if ms == 0 {
-        return Duration::ZERO;
-    }
-    Duration::from_millis(rand::random::<u64>() % ms)
-}
-
-/// The wait after `failures` failed attempts in a row: the interval, doubling, capped.
-fn backoff(interval: Duration, failures: u32) -> Duration {
-    let doubled = interval.saturating_mul(1 << failures.saturating_sub(1).min(16));
-    doubled.min(MAX_BACKOFF.max(interval))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn failures_back_off_from_the_interval_doubling_to_a_cap() {
-        let i = Duration::from_secs(5);
-        let waits: Vec<u64> = (1..=10).map(|f| backoff(i, f).as_secs()).collect();
-        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 320, 600, 600, 600]);
-        assert_eq!(
-            backoff(Duration::from_secs(900), 3),
-            Duration::from_secs(900),
-            "never below the interval"
-        );
-        assert!(jitter(Duration::from_secs(30)) < Duration::from_secs(30));
-        assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
-    }
-
-    #[test]
-    fn the_pong_timeout_follows_the_ping_interval_within_bounds() {
-        assert_eq!(pong_timeout(Duration::from_secs(1)), Duration::from_secs(2));
-        assert_eq!(pong_timeout(Duration::from_secs(5)), Duration::from_secs(5));
-        assert_eq!(
-            pong_timeout(Duration::from_secs(120)),
-            Duration::from_secs(20)
-        );
-    }
 
     #[test]
     fn the_service_id_is_read_from_the_url() {
