@@ -128,7 +128,8 @@ pub async fn fetch(
 pub async fn dial(url: &SecretString) -> Result<Socket, ConnectError> {
     let dialled = tokio::time::timeout(
         ATTEMPT_TIMEOUT,
-        tokio_tungstenite::connect_async(url.expose_secret()),
+        // Nagle off: an acknowledgement goes out at once, not with the next frame.
+        tokio_tungstenite::connect_async_with_config(url.expose_secret(), None, true),
     )
     .await
     .map_err(|_| ConnectError::Retry("the handshake timed out".into()))?;
