@@ -68,6 +68,7 @@ impl RoutedMessage {
             }),
             names: self.names.clone(),
             turn: self.job.as_ref().map(|j| j.to_new_turn(now)),
+            feed: None,
         }
     }
 

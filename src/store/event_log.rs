@@ -77,6 +77,8 @@ pub struct RouteWrite {
     pub names: Vec<(String, String)>,
     /// The turn the message starts, queued in the same transaction.
     pub turn: Option<NewTurn>,
+    /// The message gathered for its session's batched feed.
+    pub feed: Option<super::NewFeedItem>,
 }
 
 /// What [`EventLog::apply_route`] did.

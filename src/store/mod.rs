@@ -1,6 +1,6 @@
 //! Persistence: surfaces grouped by what they hold — the [`Database`] itself, the
-//! [`InboxStore`], [`SessionStore`], [`EventLog`], [`DecisionStore`], [`TurnStore`] and
-//! [`OutboundStore`] — each implemented by a SQLite and a Postgres backend, with the SQL
+//! [`InboxStore`], [`SessionStore`], [`EventLog`], [`DecisionStore`], [`TurnStore`],
+//! [`OutboundStore`] and the batched [`FeedStore`] — each implemented by a SQLite and a Postgres backend, with the SQL
 //! written once for both (`sql`). [`Store`] is all of them.
 //!
 //! The store takes and returns the row types below, never Feishu JSON (the inbox payload
@@ -12,6 +12,7 @@
 mod database;
 mod decisions;
 mod event_log;
+mod feed;
 mod hygiene;
 mod inbox;
 mod outbound;
@@ -31,6 +32,10 @@ pub use decisions::{DecisionRow, DecisionStore, NewDecision};
 pub use event_log::{
     BatchStep, ContextEventRow, EventLog, NewVerdict, ProcessedBatch, ProfileThread, RouteWrite,
     Routed, VerdictRow,
+};
+pub use feed::{
+    FeedCounts, FeedItemRow, FeedItemState, FeedSegmentRow, FeedStore, NewFeedItem, PackLimits,
+    SegmentState, SessionFeed,
 };
 pub use inbox::{
     ClaimLimits, Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore,
@@ -141,12 +146,26 @@ impl StoreError {
 /// Everything the service persists, surface by surface; a caller takes only the
 /// surfaces it uses (an `Arc<dyn Store>` coerces to any of them).
 pub trait Store:
-    Database + InboxStore + SessionStore + EventLog + DecisionStore + TurnStore + OutboundStore
+    Database
+    + InboxStore
+    + SessionStore
+    + EventLog
+    + DecisionStore
+    + TurnStore
+    + OutboundStore
+    + FeedStore
 {
 }
 
 impl<T> Store for T where
-    T: Database + InboxStore + SessionStore + EventLog + DecisionStore + TurnStore + OutboundStore
+    T: Database
+        + InboxStore
+        + SessionStore
+        + EventLog
+        + DecisionStore
+        + TurnStore
+        + OutboundStore
+        + FeedStore
 {
 }
 

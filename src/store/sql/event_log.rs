@@ -336,6 +336,22 @@ macro_rules! routes_within {
             if let Some(t) = w.turn.as_ref().filter(|_| fresh) {
                 writes::insert_turn!($tx, t);
             }
+            if let Some(f) = &w.feed {
+                $crate::store::sql::within!(
+                    $tx,
+                    query,
+                    execute,
+                    $crate::store::sql::feed::INSERT_ITEM,
+                    &f.profile,
+                    &f.session_key,
+                    &f.chat_id,
+                    &f.message_id,
+                    &f.sender,
+                    &f.text,
+                    f.said_at,
+                    f.gathered_at,
+                );
+            }
             out.push(Some($crate::store::Routed { session, fresh }));
         }
         out
@@ -361,6 +377,13 @@ macro_rules! recall_within {
             within!($tx, query, execute, q, $message_id);
         }
         within!($tx, query, execute, writes::RECALL, $message_id, $now);
+        within!(
+            $tx,
+            query,
+            execute,
+            $crate::store::sql::feed::RECALL,
+            $message_id
+        );
         within!($tx, query, execute, event_log::RECALL_EVENTS, $message_id).rows_affected()
     }};
 }

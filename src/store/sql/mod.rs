@@ -11,6 +11,7 @@ pub(crate) mod connection;
 pub(crate) mod database;
 pub(crate) mod decisions;
 pub(crate) mod event_log;
+pub(crate) mod feed;
 pub(crate) mod inbox;
 pub(crate) mod outbound;
 pub(crate) mod sessions;
@@ -46,6 +47,7 @@ macro_rules! impl_store {
         $crate::store::sql::decisions::impl_decision_store!($store);
         $crate::store::sql::turns::impl_turn_store!($store);
         $crate::store::sql::outbound::impl_outbound_store!($store);
+        $crate::store::sql::feed::impl_feed_store!($store);
     };
 }
 pub(crate) use impl_store;

@@ -85,6 +85,9 @@ macro_rules! impl_session_store {
                             r.history_scope,
                             r.now,
                         );
+                        for q in $crate::store::sql::feed::CLEAR {
+                            within!(tx, query, execute, q, r.profile, r.key);
+                        }
                     }
                     row
                 })

@@ -9,6 +9,7 @@ mod database;
 mod decisions;
 mod differences;
 mod event_log;
+mod feed;
 mod inbox;
 mod outbound;
 mod said_order;
@@ -134,6 +135,7 @@ fn route(profile: &str, message_id: &str, events: Vec<NewContextEvent>) -> Route
         session: None,
         names: Vec::new(),
         turn: None,
+        feed: None,
     }
 }
 
