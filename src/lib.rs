@@ -3,10 +3,11 @@
 //! Data flow (the module tree follows it): [`server`] accepts connections, [`protocol`]
 //! verifies and decrypts a callback, [`http`] answers Feishu once the [`inbox`] has stored
 //! it durably in the [`store`]; the inbox worker normalizes each message, routes it
-//! ([`routing`]), records its facts ([`context`]), runs its commands, and queues turns per
-//! session ([`turns`]), which hand prompts to [`agent`]s and post answers through
-//! [`feishu_api`]. [`longconn`] is the codec of Feishu's long connection, the WebSocket
-//! alternative to the event URL. [`app`] assembles and serves it all; [`config`],
+//! ([`routing`]), records its facts ([`context`]), gathers un-mentioned group messages
+//! into its batched [`feed`], runs its commands, and queues turns per session
+//! ([`turns`]), which hand prompts to [`agent`]s and post answers through
+//! [`feishu_api`]. [`longconn`] is Feishu's long connection, the WebSocket alternative
+//! to the event URL. [`app`] assembles and serves it all; [`config`],
 //! [`telemetry`] and [`redact`] sit beneath; [`ops`] holds the one-shot commands of the
 //! CLI.
 
@@ -15,6 +16,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod feed;
 pub mod feishu_api;
 pub mod http;
 pub mod inbox;

@@ -24,7 +24,7 @@ impl Agent for EchoAgent {
         };
         Ok(format!(
             "(echo) {} received a request of {} chars; topic root: {}; thread context: {} item(s) from {}; \
-             group history: {} message(s); quoted reply: {}; prompt {} chars; session {}.",
+             group history: {} message(s); quoted reply: {}; feed: {}; prompt {} chars; session {}.",
             t.profile,
             t.request_text.chars().count(),
             if t.topic_root { "yes" } else { "no" },
@@ -32,8 +32,23 @@ impl Agent for EchoAgent {
             sources,
             t.history,
             if t.quoted { "yes" } else { "no" },
+            feed(t),
             t.prompt.chars().count(),
             t.session_id,
         ))
     }
+}
+
+/// The attached feed segments, by id and size: `none`, or `2 segment(s) (#3: 12
+/// messages, #4: 5 messages)`.
+fn feed(t: &AgentTurn) -> String {
+    if t.feed.is_empty() {
+        return "none".into();
+    }
+    let each: Vec<String> = t
+        .feed
+        .iter()
+        .map(|s| format!("#{}: {} messages", s.segment_id, s.items))
+        .collect();
+    format!("{} segment(s) ({})", t.feed.len(), each.join(", "))
 }

@@ -30,9 +30,38 @@ pub struct ContextItem {
     pub truncated: bool,
 }
 
+/// One batched-feed segment attached to a turn's session: background from the group
+/// chat that nobody asked the agent about.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FeedSegment {
+    pub segment_id: i64,
+    /// Messages in it.
+    pub items: usize,
+    /// Its text, labelled as background (see `feed::render`).
+    pub text: String,
+}
+
+/// A feed segment attached to a session without waking its agent: the webhook backend
+/// posts this (`"kind": "inject"`) and expects no answer; the others keep nothing (they
+/// get the session's attached segments with its next turn).
+#[derive(Debug, Clone, Serialize)]
+pub struct FeedInject<'a> {
+    /// Always `inject`.
+    pub kind: &'static str,
+    /// Always `null`: no turn runs.
+    pub turn_id: Option<&'a str>,
+    pub profile: &'a str,
+    pub session_key: &'a str,
+    pub session_id: &'a str,
+    pub segment_id: i64,
+    pub text: &'a str,
+}
+
 /// What an agent gets for one turn (the webhook backend posts exactly this).
 #[derive(Debug, Clone, Serialize)]
 pub struct AgentTurn {
+    /// Always `turn` (a webhook agent also receives `inject` calls).
+    pub kind: &'static str,
     /// Unique per turn; the webhook's `webhook-id`.
     pub turn_id: String,
     pub profile: String,
@@ -56,6 +85,13 @@ pub struct AgentTurn {
     pub quoted: bool,
     /// Pending group messages injected.
     pub history: usize,
+    /// The ids of the feed segments this turn uses (their texts were injected into the
+    /// session before; for conversational backends they are in `feed`).
+    pub feed_segment_ids: Vec<i64>,
+    /// The feed segments this turn uses, oldest first (the webhook body carries their
+    /// ids only: their texts were injected when they were attached).
+    #[serde(skip)]
+    pub feed: Vec<FeedSegment>,
     /// The session's earlier finished turns, oldest first (for backends that keep a
     /// conversation; the webhook body does not carry them).
     #[serde(skip)]
@@ -176,6 +212,18 @@ pub trait Agent: Send + Sync {
     fn streams(&self) -> bool {
         false
     }
+
+    /// Attaches a feed segment to a session's history without waking the agent. The
+    /// built-in backends keep nothing here (the segments come with the next turn).
+    async fn inject(&self, _segment: &FeedInject<'_>) -> Result<(), AgentError> {
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for dyn Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Agent")
+    }
 }
 
 /// Builds each profile's agent backend.
@@ -233,6 +281,7 @@ impl Agent for Unavailable {
 #[cfg(test)]
 pub(crate) fn sample_turn(prompt: &str) -> AgentTurn {
     AgentTurn {
+        kind: "turn",
         turn_id: "t1".into(),
         profile: "planner".into(),
         session_key: "p2p:ou_1".into(),
@@ -251,6 +300,8 @@ pub(crate) fn sample_turn(prompt: &str) -> AgentTurn {
         topic_root: false,
         quoted: false,
         history: 0,
+        feed_segment_ids: Vec::new(),
+        feed: Vec::new(),
         earlier: Vec::new(),
     }
 }

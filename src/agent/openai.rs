@@ -62,9 +62,10 @@ struct Request<'a> {
 }
 
 /// The conversation for one turn: each earlier turn as a user and an assistant
-/// message, oldest first, then the prompt.
+/// message, oldest first, then the session's attached feed segments (background from
+/// the group chat, each its own message), then the prompt.
 fn messages(turn: &AgentTurn) -> Vec<Message<'_>> {
-    let mut out = Vec::with_capacity(turn.earlier.len() * 2 + 1);
+    let mut out = Vec::with_capacity(turn.earlier.len() * 2 + turn.feed.len() + 1);
     for past in &turn.earlier {
         out.push(Message {
             role: "user",
@@ -73,6 +74,12 @@ fn messages(turn: &AgentTurn) -> Vec<Message<'_>> {
         out.push(Message {
             role: "assistant",
             content: &past.output,
+        });
+    }
+    for segment in &turn.feed {
+        out.push(Message {
+            role: "user",
+            content: &segment.text,
         });
     }
     out.push(Message {

@@ -15,7 +15,7 @@ use secrecy::{ExposeSecret, SecretString};
 use sha2::Sha256;
 use tokio::sync::oneshot;
 
-use super::{Agent, AgentError, AgentTurn, Partial};
+use super::{Agent, AgentError, AgentTurn, FeedInject, Partial};
 use crate::util::now_secs;
 
 /// The signing key: a `whsec_`-prefixed secret is base64 (the Standard Webhooks
@@ -169,7 +169,40 @@ impl Agent for WebhookAgent {
             Err(_) => Err(AgentError::Timeout(self.timeout)),
         }
     }
+
+    async fn inject(&self, segment: &FeedInject<'_>) -> Result<(), AgentError> {
+        let body = serde_json::to_vec(segment).map_err(AgentError::Encode)?;
+        let ts = now_secs().to_string();
+        // Its own webhook id: an inject is a message of its own, never a turn's.
+        let id = format!("feed_{}_{}", segment.session_key, segment.segment_id);
+        let signature = sign(self.secret.expose_secret(), &id, &ts, &body);
+        let sent = tokio::time::timeout(INJECT_TIMEOUT.min(self.timeout), async {
+            self.http
+                .post(&self.url)
+                .header("content-type", "application/json")
+                .header("webhook-id", &id)
+                .header("webhook-timestamp", &ts)
+                .header("webhook-signature", &signature)
+                .body(body)
+                .send()
+                .await
+                .map_err(AgentError::unreachable)
+        })
+        .await
+        .map_err(|_| AgentError::Timeout(INJECT_TIMEOUT.min(self.timeout)))??;
+        // No answer is expected: any success status will do.
+        match sent.status() {
+            s if s.is_success() => Ok(()),
+            status => Err(AgentError::Status {
+                status,
+                detail: None,
+            }),
+        }
+    }
 }
+
+/// How long an inject may take: it wakes nobody, so it should be quick.
+const INJECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests {

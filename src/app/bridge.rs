@@ -16,6 +16,7 @@ use super::state::{App, AppState, ProfileKeys};
 use crate::{
     agent::PendingCallbacks,
     config::{Config, Connection},
+    feed::Feed,
     feishu_api::{
         Budget, FeishuClient,
         identity::Identities,
@@ -26,6 +27,7 @@ use crate::{
     store::{self, Store},
     telemetry::Metrics,
     turns::{Recovery, RunnerParts, TurnRunner, queue::SessionQueues},
+    util::{Clock, SystemClock},
 };
 
 /// A started bridge: state, background tasks, and the means to stop them.
@@ -59,8 +61,25 @@ impl Bridge {
     /// Migrates an opened store, starts the background tasks and learns each profile's
     /// bot identity (tests open stores with options of their own).
     pub async fn start_on(config: Config, store: Arc<dyn Store>) -> anyhow::Result<Self> {
+        Self::start_on_clock(config, store, Arc::new(SystemClock)).await
+    }
+
+    /// Opens and migrates the configured database, then starts with `clock` (tests).
+    pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
+        let store = store::open(&config.database)
+            .await
+            .with_context(|| format!("cannot open database {}", config.database.redacted_url()))?;
+        Self::start_on_clock(config, store, clock).await
+    }
+
+    /// [`Self::start_on`] reading the time from `clock`.
+    pub async fn start_on_clock(
+        config: Config,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Self> {
         store.migrate().await.context("database migration failed")?;
-        let bridge = Self::with_store(config, store);
+        let bridge = Self::with_store_and_clock(config, store, clock);
         let state = &bridge.state;
         let stop = bridge.stops.worker.clone();
         state
@@ -73,6 +92,15 @@ impl Bridge {
     /// Starts the background tasks on an already-migrated store: the committers, then
     /// (unless the worker is off) turn recovery followed by the worker.
     pub fn with_store(config: Config, store: Arc<dyn Store>) -> Self {
+        Self::with_store_and_clock(config, store, Arc::new(SystemClock))
+    }
+
+    /// [`Self::with_store`] reading the time from `clock` (timed work: the batched feed).
+    pub fn with_store_and_clock(
+        config: Config,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         let stops = Stops::default();
         let metrics = Metrics::new();
         let wake = Arc::new(Notify::new());
@@ -88,7 +116,7 @@ impl Bridge {
             writers,
             stops.committer.clone(),
         );
-        let app = Arc::new(assemble(config, store, committer, metrics));
+        let app = Arc::new(assemble(config, store, committer, metrics, clock));
         if app.config.worker.enabled {
             tasks.push(start_worker(&app, wake, &stops));
         }
@@ -190,7 +218,13 @@ impl Bridge {
 }
 
 /// The application state around a running committer.
-fn assemble(config: Config, store: Arc<dyn Store>, committer: Committer, metrics: Metrics) -> App {
+fn assemble(
+    config: Config,
+    store: Arc<dyn Store>,
+    committer: Committer,
+    metrics: Metrics,
+    clock: Arc<dyn Clock>,
+) -> App {
     let config = Arc::new(config);
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
@@ -212,6 +246,17 @@ fn assemble(config: Config, store: Arc<dyn Store>, committer: Committer, metrics
         .iter()
         .map(|p| (p.name.clone(), ProfileKeys::new(p.clone())))
         .collect();
+    let callbacks = Arc::new(PendingCallbacks::default());
+    // The agent client has no overall timeout: each backend bounds its own turns.
+    let agent_http = reqwest::Client::builder().build().unwrap_or_default();
+    let agents = crate::agent::backends(&config, &agent_http, &callbacks);
+    let feed = Arc::new(Feed::new(
+        config.clone(),
+        store.clone(),
+        agents.clone(),
+        clock.clone(),
+        metrics.clone(),
+    ));
     App {
         config,
         profiles,
@@ -224,7 +269,10 @@ fn assemble(config: Config, store: Arc<dyn Store>, committer: Committer, metrics
         queues: SessionQueues::new(),
         clients,
         turns_done: broadcast::channel(1024).0,
-        callbacks: Arc::new(PendingCallbacks::default()),
+        callbacks,
+        agents,
+        feed,
+        clock,
         background: tokio_util::task::TaskTracker::new(),
         connections: Arc::default(),
     }
@@ -255,8 +303,6 @@ fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
         app.clients.clone(),
         app.store.clone(),
     ));
-    // The agent client has no overall timeout: each backend bounds its own turns.
-    let agent_http = reqwest::Client::builder().build().unwrap_or_default();
     let turns = Arc::new(TurnRunner::new(RunnerParts {
         config: config.clone(),
         store: app.store.clone(),
@@ -264,7 +310,8 @@ fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
         clients: app.clients.clone(),
         outbound: outbound.clone(),
         done: app.turns_done.clone(),
-        agents: crate::agent::backends(config, &agent_http, &app.callbacks),
+        agents: app.agents.clone(),
+        feed: app.feed.clone(),
         shutdown: stops.turns.clone(),
         metrics: app.metrics.clone(),
     }));
@@ -275,6 +322,7 @@ fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
         app.queues.clone(),
         outbound,
         turns.clone(),
+        app.feed.clone(),
     );
     let worker = Worker {
         store: app.store.clone(),
@@ -288,6 +336,7 @@ fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
     };
     let queues = app.queues.clone();
     let recovery = Recovery::new(turns);
+    tokio::spawn(app.feed.clone().run(stops.worker.clone()));
     tokio::spawn(async move {
         if let Err(e) = recovery.run(&queues).await {
             tracing::error!(error = %e, "unfinished turns could not be read; they will be picked up at the next start");

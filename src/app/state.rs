@@ -8,8 +8,9 @@ use std::{collections::HashMap, ops::Deref, sync::Arc};
 use tokio::{sync::broadcast, time::Instant};
 
 use crate::{
-    agent::PendingCallbacks,
+    agent::{Agent, PendingCallbacks},
     config::{Config, Profile},
+    feed::Feed,
     feishu_api::{FeishuClient, identity::Identities},
     inbox::{Committer, Processed, press::Presses},
     longconn::status::Connections,
@@ -17,6 +18,7 @@ use crate::{
     store::Store,
     telemetry::Metrics,
     turns::{TurnDone, queue::SessionQueues},
+    util::Clock,
 };
 
 /// One profile's callback credentials, with the AES key derived once at start.
@@ -83,6 +85,12 @@ pub struct App {
     pub background: tokio_util::task::TaskTracker,
     /// What each long connection is doing.
     pub connections: Arc<Connections>,
+    /// Each profile's agent backend.
+    pub agents: HashMap<String, Arc<dyn Agent>>,
+    /// The batched feed.
+    pub feed: Arc<Feed>,
+    /// Where timed work reads the time.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl App {

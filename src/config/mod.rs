@@ -5,6 +5,7 @@
 //! is about, in the `profiles[1].encrypt_key` form.
 
 mod error;
+mod feed;
 mod limits;
 mod load;
 mod validate;
@@ -12,6 +13,7 @@ mod validate;
 use std::{net::SocketAddr, path::PathBuf};
 
 pub use error::ConfigError;
+pub use feed::FeedConfig;
 pub use load::{ConfigSource, load, load_from_str};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -28,6 +30,8 @@ pub struct Config {
     pub context: ContextConfig,
     /// Inbox worker tuning.
     pub worker: WorkerConfig,
+    /// The batched feed.
+    pub feed: FeedConfig,
     /// Feishu bot profiles: one per app.
     pub profiles: Vec<Profile>,
     /// Group chats configured for the hub.
@@ -347,6 +351,9 @@ pub struct Profile {
     /// Overrides `context.group_chat_history_share` for this profile.
     #[serde(default)]
     pub group_chat_history_share: Option<bool>,
+    /// Overrides `feed.enabled` for this profile.
+    #[serde(default)]
+    pub feed_enabled: Option<bool>,
     /// Agent backend.
     #[serde(default)]
     pub agent: AgentConfig,
@@ -506,6 +513,9 @@ pub struct Workspace {
     /// Item budget override.
     #[serde(default)]
     pub thread_context_limit: Option<usize>,
+    /// Overrides `feed.enabled` (and the profile's `feed_enabled`) in this chat.
+    #[serde(default)]
+    pub feed_enabled: Option<bool>,
 }
 
 impl Config {
@@ -529,6 +539,15 @@ impl Config {
     pub fn shared_thread_enabled(&self, p: &Profile) -> bool {
         p.shared_thread_enabled
             .unwrap_or(self.context.shared_thread_enabled)
+    }
+
+    /// Whether profile `p` gathers chat `chat_id`'s messages into its batched feed: the
+    /// workspace's override, else the profile's, else `feed.enabled`.
+    pub fn feed_enabled(&self, p: &Profile, chat_id: &str) -> bool {
+        self.workspace(chat_id)
+            .and_then(|w| w.feed_enabled)
+            .or(p.feed_enabled)
+            .unwrap_or(self.feed.enabled)
     }
 
     /// `group_chat_history_share` for a profile: its override, else the hub default.

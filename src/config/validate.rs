@@ -13,6 +13,7 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
     server(&config.server)?;
     database(&config.database)?;
     worker(&config.worker)?;
+    feed(&config.feed)?;
     let mut names = HashSet::new();
     for (i, p) in config.profiles.iter().enumerate() {
         let key = |field: &str| format!("profiles[{i}].{field}");
@@ -115,6 +116,25 @@ fn worker(worker: &WorkerConfig) -> Result<(), ConfigError> {
     require((1..=10_000).contains(&worker.batch), "worker.batch", || {
         "must be between 1 and 10000".into()
     })
+}
+
+fn feed(feed: &super::FeedConfig) -> Result<(), ConfigError> {
+    for (ok, key) in [
+        (feed.batch_messages > 0, "feed.batch_messages"),
+        (feed.max_wait_secs > 0, "feed.max_wait_secs"),
+        (feed.segment_items > 0, "feed.segment_items"),
+        (feed.segment_chars >= 100, "feed.segment_chars"),
+        (feed.max_unread_segments > 0, "feed.max_unread_segments"),
+    ] {
+        require(ok, key, || {
+            if key == "feed.segment_chars" {
+                "must be at least 100".into()
+            } else {
+                "must be at least 1".into()
+            }
+        })?;
+    }
+    Ok(())
 }
 
 /// A profile name: it is a segment of `/feishu/<name>/…` URLs.
@@ -368,5 +388,32 @@ kind = "openai"
         let webhook = "[[profiles]]\nname = \"p\"\napp_id = \"cli_1\"\n";
         let err = load_from_str(webhook, &|_| None).expect_err("no token");
         assert_eq!(err.key, "profiles[0].verification_token");
+    }
+
+    #[test]
+    fn the_feed_is_off_by_default_and_its_overrides_go_workspace_profile_hub() {
+        let base = "[[profiles]]\nname = \"p\"\napp_id = \"a\"\nverification_token = \"t\"\n";
+        let c = load_from_str(base, &|_| None).expect("valid");
+        assert!(!c.feed_enabled(&c.profiles[0], "oc_1"));
+        assert_eq!(c.feed.batch_messages, 25);
+        let text = format!(
+            "[feed]\nenabled = true\n{base}feed_enabled = false\n\
+             [[workspaces]]\nchat_id = \"oc_on\"\nfeed_enabled = true\n"
+        );
+        let c = load_from_str(&text, &|_| None).expect("valid");
+        let p = &c.profiles[0];
+        assert!(!c.feed_enabled(p, "oc_1"), "the profile's override");
+        assert!(c.feed_enabled(p, "oc_on"), "the workspace's, last");
+        for (bad, key) in [
+            ("[feed]\nbatch_messages = 0\n", "feed.batch_messages"),
+            ("[feed]\nsegment_chars = 10\n", "feed.segment_chars"),
+            (
+                "[feed]\nmax_unread_segments = 0\n",
+                "feed.max_unread_segments",
+            ),
+        ] {
+            let err = load_from_str(bad, &|_| None).expect_err(bad);
+            assert_eq!(err.key, key);
+        }
     }
 }

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::{
     config::Config,
     context::collector::{self, Message},
+    feed::Feed,
     feishu_api::identity::Identities,
     feishu_api::outbound::{Outbound, OutboundError},
     inbox::commands::{self, CommandError},
@@ -27,10 +28,10 @@ use crate::{
         content,
         events::{self, ChatType, MessageReceive, TypedEvent},
     },
-    routing::{self, Inbound, Place, Reason, Sender, Verdict},
+    routing::{self, Inbound, Place, Reason, Record, Sender, Verdict},
     store::{
-        BatchStep, EventLog, InboxEvent, NewVerdict, ProcessedBatch, Routed, SessionStore, Store,
-        StoreError,
+        BatchStep, EventLog, InboxEvent, NewFeedItem, NewVerdict, ProcessedBatch, Routed,
+        SessionStore, Store, StoreError,
     },
     turns::TurnRunner,
     turns::queue::SessionQueues,
@@ -72,6 +73,8 @@ pub struct Pipeline {
     queues: SessionQueues,
     outbound: Arc<dyn Outbound>,
     turns: Arc<TurnRunner>,
+    /// Told of what each batch gathered (its packing is checked on arrival).
+    feed: Arc<Feed>,
     last_purge: Mutex<Option<Instant>>,
 }
 
@@ -90,8 +93,10 @@ impl Pipeline {
         queues: SessionQueues,
         outbound: Arc<dyn Outbound>,
         turns: Arc<TurnRunner>,
+        feed: Arc<Feed>,
     ) -> Self {
         Self {
+            feed,
             config,
             log: store.clone(),
             sessions: store,
@@ -195,7 +200,9 @@ impl Pipeline {
                 let names = batch.names.entry(e.profile.clone()).or_default();
                 if let Some(routed) = self.route(&e.profile, &m, names) {
                     let now = UnixMs::now();
-                    step.write = Some(BatchStep::Route(Box::new(routed.write(now))));
+                    let mut write = routed.write(now);
+                    write.feed = self.feed_item(&routed, now);
+                    step.write = Some(BatchStep::Route(Box::new(write)));
                     // Names learned here label the messages after this one.
                     names.extend(routed.names.iter().cloned());
                     step.routed = Some(routed);
@@ -238,6 +245,13 @@ impl Pipeline {
             }
         }
         let mut stored = self.log.record_batch(&batch).await?.into_iter();
+        for step in &batch.steps {
+            if let BatchStep::Route(w) = step
+                && let Some(item) = &w.feed
+            {
+                self.feed.noted(&item.profile, &item.session_key);
+            }
+        }
         let mut settled = Vec::with_capacity(steps.len());
         for step in steps {
             let routed: Option<Routed> = step.write.as_ref().and_then(|_| stored.next()).flatten();
@@ -272,6 +286,34 @@ impl Pipeline {
             self.turns.submit(&self.queues, job);
         }
         Settled::Done
+    }
+
+    /// The batched-feed item of a routed message: an observed (not invoking) group
+    /// message with text, recorded as discussion or a topic root, of a profile whose feed
+    /// is on in that chat — in the session its sender would be answered in. Private
+    /// chats, this bot's own messages and other apps' (never recorded) never are.
+    fn feed_item(&self, routed: &RoutedMessage, now: UnixMs) -> Option<NewFeedItem> {
+        let (m, r) = (&routed.message, &routed.route);
+        let profile = self.config.profile(&m.profile)?;
+        let recorded = r
+            .records
+            .iter()
+            .any(|rec| matches!(rec, Record::HumanMessage | Record::TopicRoot));
+        let gather = r.verdict == Verdict::Observed
+            && !m.place.is_dm
+            && recorded
+            && !m.text.trim().is_empty()
+            && self.config.feed_enabled(profile, &m.place.chat_id);
+        gather.then(|| NewFeedItem {
+            profile: m.profile.clone(),
+            session_key: m.place.session_key(profile, &m.actor_id),
+            chat_id: m.place.chat_id.clone(),
+            message_id: m.message_id.clone(),
+            sender: m.author_label.clone(),
+            text: m.text.clone(),
+            said_at: m.created_at,
+            gathered_at: now,
+        })
     }
 
     fn purge_due(&self) -> Option<UnixMs> {

@@ -10,7 +10,7 @@ use prometheus::{
     Opts, Registry, TextEncoder,
 };
 
-use super::{RateMeter, long_connection::LongConnMetrics};
+use super::{RateMeter, feed::FeedMetrics, long_connection::LongConnMetrics};
 
 /// Every metric the bridge exports.
 #[derive(Clone)]
@@ -51,6 +51,8 @@ pub struct Metrics {
     pub http_connections_closed: IntCounterVec,
     /// The long connection's.
     pub long_connection: LongConnMetrics,
+    /// The batched feed's.
+    pub feed: FeedMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -167,8 +169,10 @@ impl Metrics {
             http_connections_closed.with_label_values(&[reason]);
         }
         let long_connection = LongConnMetrics::registered(&registry);
+        let feed = FeedMetrics::registered(&registry);
         let m = Self {
             long_connection,
+            feed,
             registry,
             webhook_requests,
             http_duration,

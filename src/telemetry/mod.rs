@@ -1,11 +1,13 @@
 //! Logs (`tracing`) and metrics (a Prometheus registry owned by the app, never global).
 
+mod feed;
 mod long_connection;
 mod metrics;
 mod rate;
 
 use std::io::IsTerminal;
 
+pub use feed::FeedMetrics;
 pub use long_connection::LongConnMetrics;
 pub use metrics::Metrics;
 pub use rate::{RateMeter, WINDOW_SECS as RATE_WINDOW_SECS};

@@ -17,8 +17,11 @@ use super::{
     queue::SessionQueues,
 };
 use crate::{
-    agent::{Agent, AgentError, AgentTurn, ContextItem, EchoAgent, PastTurn, TurnSender},
+    agent::{
+        Agent, AgentError, AgentTurn, ContextItem, EchoAgent, FeedSegment, PastTurn, TurnSender,
+    },
     config::Config,
+    feed::Feed,
     feishu_api::{
         FeishuClient,
         identity::Identities,
@@ -48,6 +51,7 @@ pub struct TurnRunner {
     gatherer: Gatherer,
     deliverer: Arc<Deliverer>,
     agents: HashMap<String, Arc<dyn Agent>>,
+    feed: Arc<Feed>,
     done: broadcast::Sender<TurnDone>,
     metrics: Metrics,
     /// Cancelled when the bridge shuts down: a turn cancelled then was interrupted, not
@@ -77,6 +81,8 @@ pub struct RunnerParts {
     pub done: broadcast::Sender<TurnDone>,
     /// Agent backends per profile.
     pub agents: HashMap<String, Arc<dyn Agent>>,
+    /// The batched feed (the segments a turn uses).
+    pub feed: Arc<Feed>,
     /// Cancelled at shutdown.
     pub shutdown: CancellationToken,
     /// Where finished turns are counted.
@@ -123,6 +129,7 @@ impl TurnRunner {
             gatherer,
             deliverer: Arc::new(deliverer),
             agents: p.agents,
+            feed: p.feed,
             done: p.done,
             metrics: p.metrics,
             shutdown: p.shutdown,
@@ -234,6 +241,19 @@ impl TurnRunner {
             return Ok(Outcome::QuoteUnreadable);
         }
         let turn = self.agent_turn(job, &started).await?;
+        // Handed to the agent: the feed segments it carries are read.
+        if let Err(e) = self
+            .feed
+            .read(
+                &job.profile,
+                &job.session_key,
+                &turn.feed_segment_ids,
+                &job.turn_id,
+            )
+            .await
+        {
+            tracing::warn!(turn_id = %job.turn_id, reason = %e.reason(), "feed segments not marked read; the next turn gets them again");
+        }
         let asked = self.ask(job, &turn, cancel).await;
         self.conclude(job, &started, asked).await
     }
@@ -338,8 +358,10 @@ impl TurnRunner {
                 })
             })
             .collect();
+        let feed = self.feed_of(job).await;
         let g = &s.gathered;
         Ok(AgentTurn {
+            kind: "turn",
             turn_id: job.turn_id.clone(),
             sender: TurnSender {
                 open_id: job.sender_open_id.clone(),
@@ -366,8 +388,30 @@ impl TurnRunner {
             topic_root: g.topic_root.is_some(),
             quoted: g.quoted.is_some(),
             history: g.history.selected.len(),
+            feed_segment_ids: feed.iter().map(|s| s.segment_id).collect(),
+            feed,
             earlier: within_budget(earlier, self.config.context.max_context_chars),
         })
+    }
+
+    /// The feed segments attached to the turn's session (group chats whose feed is on);
+    /// none when the feed cannot be read — background is never worth failing a turn.
+    async fn feed_of(&self, job: &TurnJob) -> Vec<FeedSegment> {
+        let on = !job.is_dm
+            && self
+                .config
+                .profile(&job.profile)
+                .is_some_and(|p| self.config.feed_enabled(p, &job.chat_id));
+        if !on {
+            return Vec::new();
+        }
+        match self.feed.for_turn(&job.profile, &job.session_key).await {
+            Ok(segments) => segments,
+            Err(e) => {
+                tracing::warn!(turn_id = %job.turn_id, reason = %e.reason(), "feed segments not read; the turn goes on without them");
+                Vec::new()
+            }
+        }
     }
 
     /// Hands the turn to its agent, streaming into a card when the backend streams,

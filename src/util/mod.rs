@@ -1,11 +1,13 @@
 //! Small helpers shared across modules: the clock, session ids, and enums spelled as
 //! fixed strings ([`spelled`]).
 
+pub mod clock;
 pub mod spelled;
 #[cfg(test)]
 pub(crate) mod testing;
 mod time;
 
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use time::UnixMs;
 
 /// Now, in Unix milliseconds (as Feishu writes times; the bridge's own are [`UnixMs`]).

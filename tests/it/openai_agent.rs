@@ -34,6 +34,7 @@ fn agent(fake: &FakeOpenAi, key: Option<&str>, stream: bool) -> OpenAiAgent {
 
 fn turn(prompt: &str, earlier: &[(&str, &str)]) -> AgentTurn {
     AgentTurn {
+        kind: "turn",
         turn_id: "turn-1".into(),
         profile: "planner".into(),
         session_key: "p2p:ou_1".into(),
@@ -52,6 +53,8 @@ fn turn(prompt: &str, earlier: &[(&str, &str)]) -> AgentTurn {
         topic_root: false,
         quoted: false,
         history: 0,
+        feed_segment_ids: Vec::new(),
+        feed: Vec::new(),
         earlier: earlier
             .iter()
             .map(|(request, output)| PastTurn {

@@ -1,0 +1,261 @@
+//! The batched feed: un-mentioned group messages a profile observes are gathered per
+//! session (with their route, by the inbox worker), packed into a segment once the
+//! session has `feed.batch_messages` of them or its first has waited
+//! `feed.max_wait_secs` — checked on arrival and by a timer, so a quiet chat is fed too —
+//! and attached to the session's history without waking its agent: at most
+//! `feed.max_unread_segments` unread at a time, the rest waiting (none dropped), the
+//! next attached as soon as a turn reads one. Everything is persisted; the time comes
+//! from the app's [`Clock`].
+
+pub mod render;
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    agent::{Agent, FeedInject, FeedSegment},
+    config::Config,
+    store::{FeedSegmentRow, PackLimits, Store, StoreError},
+    telemetry::Metrics,
+    util::Clock,
+};
+
+/// What a flush did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Flushed {
+    /// The segment packed, if anything was gathered.
+    pub packed: Option<i64>,
+    /// Segments attached now (the unread limit still holds).
+    pub attached: Vec<i64>,
+}
+
+/// The feed of every profile.
+pub struct Feed {
+    config: Arc<Config>,
+    store: Arc<dyn Store>,
+    agents: HashMap<String, Arc<dyn Agent>>,
+    clock: Arc<dyn Clock>,
+    metrics: Metrics,
+    /// Sessions that gathered something since the last pass.
+    nudged: Mutex<BTreeSet<(String, String)>>,
+    wake: Notify,
+    /// One pass at a time: packing and attaching are read-then-write.
+    work: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Feed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Feed")
+    }
+}
+
+impl Feed {
+    /// The feed over the app's parts.
+    pub fn new(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        agents: HashMap<String, Arc<dyn Agent>>,
+        clock: Arc<dyn Clock>,
+        metrics: Metrics,
+    ) -> Self {
+        Self {
+            config,
+            store,
+            agents,
+            clock,
+            metrics,
+            nudged: Mutex::default(),
+            wake: Notify::new(),
+            work: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The inbox gathered a message for `session_key` of `profile`.
+    pub fn noted(&self, profile: &str, session_key: &str) {
+        self.nudged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((profile.to_string(), session_key.to_string()));
+        self.wake.notify_one();
+    }
+
+    /// Packs and attaches what is due, on every nudge and every tick, until `stop`.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let every = (self.max_wait() / 10).clamp(Duration::from_secs(1), Duration::from_secs(30));
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(every) => {}
+            }
+            if let Err(e) = self.tick().await {
+                tracing::warn!(reason = %e.reason(), "the feed could not pack; it will try again");
+            }
+        }
+    }
+
+    /// One pass: sessions nudged to the batch size, and sessions whose first gathered
+    /// message has waited long enough, are packed and attached. How many segments were
+    /// packed.
+    pub async fn tick(&self) -> Result<usize, StoreError> {
+        let _one = self.work.lock().await;
+        let nudged = std::mem::take(&mut *self.nudged.lock().unwrap_or_else(|p| p.into_inner()));
+        let batch = self.config.feed.batch_messages as i64;
+        let mut due = BTreeSet::new();
+        for (profile, key) in nudged {
+            if self.store.gathered_count(&profile, &key).await? >= batch {
+                due.insert((profile, key));
+            }
+        }
+        let waited_since = self.clock.now() - self.max_wait();
+        for p in &self.config.profiles {
+            for key in self.store.feed_due(&p.name, batch, waited_since).await? {
+                due.insert((p.name.clone(), key));
+            }
+        }
+        let mut packed = 0;
+        for (profile, key) in due {
+            if self.pack(&profile, &key).await?.is_some() {
+                packed += 1;
+            }
+            self.attach(&profile, &key).await?;
+        }
+        Ok(packed)
+    }
+
+    /// Packs `session_key`'s gathered messages now (whatever their number or age) and
+    /// attaches what the unread limit allows.
+    pub async fn flush(&self, profile: &str, session_key: &str) -> Result<Flushed, StoreError> {
+        let _one = self.work.lock().await;
+        let packed = self.pack(profile, session_key).await?.map(|s| s.id);
+        let attached = self.attach(profile, session_key).await?;
+        Ok(Flushed { packed, attached })
+    }
+
+    /// What a turn of the session uses: what fits is attached first, then every attached,
+    /// unread segment with its text, oldest first.
+    pub async fn for_turn(
+        &self,
+        profile: &str,
+        session_key: &str,
+    ) -> Result<Vec<FeedSegment>, StoreError> {
+        let _one = self.work.lock().await;
+        self.attach(profile, session_key).await?;
+        let mut out = Vec::new();
+        for segment in self.store.attached(profile, session_key).await? {
+            let items = self.store.segment_items(segment.id).await?;
+            out.push(FeedSegment {
+                segment_id: segment.id,
+                items: items.len(),
+                text: render::segment_text(&items, self.config.feed.segment_chars),
+            });
+        }
+        Ok(out)
+    }
+
+    /// A turn used `ids`: they are read, and the next waiting segments attached.
+    pub async fn read(
+        &self,
+        profile: &str,
+        session_key: &str,
+        ids: &[i64],
+        turn_id: &str,
+    ) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let _one = self.work.lock().await;
+        self.store.mark_read(ids, turn_id, self.clock.now()).await?;
+        self.metrics
+            .feed
+            .read
+            .with_label_values(&[profile])
+            .inc_by(ids.len() as u64);
+        self.attach(profile, session_key).await?;
+        Ok(())
+    }
+
+    fn max_wait(&self) -> Duration {
+        Duration::from_secs(self.config.feed.max_wait_secs)
+    }
+
+    async fn pack(
+        &self,
+        profile: &str,
+        session_key: &str,
+    ) -> Result<Option<FeedSegmentRow>, StoreError> {
+        let limits = PackLimits {
+            max_items: self.config.feed.segment_items,
+            max_chars: self.config.feed.segment_chars,
+        };
+        let segment = self
+            .store
+            .pack_segment(profile, session_key, limits, self.clock.now())
+            .await?;
+        if let Some(s) = &segment {
+            tracing::info!(
+                profile,
+                session_key,
+                segment_id = s.id,
+                items = s.items,
+                "feed segment packed"
+            );
+            self.metrics.feed.packed.with_label_values(&[profile]).inc();
+        }
+        Ok(segment)
+    }
+
+    /// Attaches the waiting segments the unread limit has room for, oldest first, to the
+    /// session as it is now — none while the session does not exist yet (they wait for
+    /// its first turn). A segment the agent did not take stays waiting, and so do the
+    /// ones after it.
+    async fn attach(&self, profile: &str, session_key: &str) -> Result<Vec<i64>, StoreError> {
+        let Some(session) = self.store.session(profile, session_key).await? else {
+            return Ok(Vec::new());
+        };
+        let max_unread = self.config.feed.max_unread_segments as i64;
+        let mut attached = Vec::new();
+        for segment in self
+            .store
+            .attachable(profile, session_key, max_unread)
+            .await?
+        {
+            if let Some(agent) = self.agents.get(profile) {
+                let items = self.store.segment_items(segment.id).await?;
+                let text = render::segment_text(&items, self.config.feed.segment_chars);
+                let inject = FeedInject {
+                    kind: "inject",
+                    turn_id: None,
+                    profile,
+                    session_key,
+                    session_id: &session.session_id,
+                    segment_id: segment.id,
+                    text: &text,
+                };
+                if let Err(e) = agent.inject(&inject).await {
+                    tracing::warn!(profile, session_key, segment_id = segment.id, error = %e, "feed segment not taken by the agent; it waits");
+                    break;
+                }
+            }
+            if self
+                .store
+                .mark_attached(segment.id, &session.session_id, self.clock.now())
+                .await?
+            {
+                self.metrics
+                    .feed
+                    .attached
+                    .with_label_values(&[profile])
+                    .inc();
+                attached.push(segment.id);
+            }
+        }
+        Ok(attached)
+    }
+}
