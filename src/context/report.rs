@@ -78,6 +78,17 @@ pub struct TurnOutcome {
     pub reply_message_id: Option<String>,
     /// Characters of the agent's answer.
     pub output_chars: Option<usize>,
+    /// The batched-feed segments it used, oldest first.
+    pub feed_segments: Vec<FeedSegmentUsed>,
+}
+
+/// A batched-feed segment a turn used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FeedSegmentUsed {
+    /// `GET /feed` lists it.
+    pub segment_id: i64,
+    /// Messages packed into it.
+    pub items: i64,
 }
 
 /// One decision, explained.
@@ -208,6 +219,18 @@ pub fn render_text(e: &Explanation) -> String {
             _ => String::new(),
         };
         line(format!("turn         {} {}{detail}", t.turn_id, t.state));
+        if !t.feed_segments.is_empty() {
+            let each: Vec<String> = t
+                .feed_segments
+                .iter()
+                .map(|s| format!("#{} ({} messages)", s.segment_id, s.items))
+                .collect();
+            line(format!(
+                "feed         {} segment(s) used: {}",
+                t.feed_segments.len(),
+                each.join(", ")
+            ));
+        }
     }
     if let Some(tc) = &e.thread_context {
         line(String::new());

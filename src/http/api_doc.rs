@@ -26,6 +26,7 @@ use utoipa::{
         (name = "explain", description = "Why the bot did or did not answer"),
         (name = "agents", description = "Callbacks from webhook agents"),
         (name = "turns", description = "Requests handed to agents, and what became of them"),
+        (name = "feed", description = "The batched feed of un-mentioned group messages"),
     )
 )]
 pub struct ApiDoc;

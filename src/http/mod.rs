@@ -8,6 +8,7 @@ mod card_callback;
 mod error;
 mod explain;
 mod extract;
+mod feed;
 mod health;
 mod metrics;
 pub mod openapi;

@@ -13,8 +13,8 @@ use utoipa::OpenApi;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
-    AppState, agent_callback, api_doc::ApiDoc, error, explain, health, metrics, reshape, sessions,
-    status, turns, verdicts, webhook,
+    AppState, agent_callback, api_doc::ApiDoc, error, explain, feed, health, metrics, reshape,
+    sessions, status, turns, verdicts, webhook,
 };
 
 /// Every route, with its OpenAPI description (no state, no layers).
@@ -33,6 +33,8 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(agent_callback::output))
         .routes(routes!(turns::list))
         .routes(routes!(turns::get))
+        .routes(routes!(feed::show))
+        .routes(routes!(feed::flush))
 }
 
 /// The service: routes plus layers, bound to its state.

@@ -56,6 +56,19 @@ pub struct TurnOutcomeSchema {
     reply_message_id: Option<String>,
     /// Characters of the agent's answer.
     output_chars: Option<usize>,
+    /// The batched-feed segments it used, oldest first.
+    feed_segments: Vec<FeedSegmentUsedSchema>,
+}
+
+/// A batched-feed segment a turn used.
+#[derive(ToSchema)]
+#[schema(as = FeedSegmentUsed)]
+#[allow(dead_code)] // a schema only: never built
+pub struct FeedSegmentUsedSchema {
+    /// `GET /feed` lists it.
+    segment_id: i64,
+    /// Messages packed into it.
+    items: i64,
 }
 
 /// One decision, explained.
@@ -147,6 +160,10 @@ mod tests {
             error: None,
             reply_message_id: Some("om_r".into()),
             output_chars: Some(3),
+            feed_segments: vec![crate::context::report::FeedSegmentUsed {
+                segment_id: 1,
+                items: 2,
+            }],
         };
         let explanation = Explanation {
             decision_id: 1,

@@ -4,9 +4,9 @@
 //! works while the server is down) print the same thing.
 
 use crate::{
-    context::report::{ExcludedItem, Explanation, SelectedItem, TurnOutcome},
+    context::report::{ExcludedItem, Explanation, FeedSegmentUsed, SelectedItem, TurnOutcome},
     redact::echo,
-    store::{DecisionRow, DecisionStore, StoreError, TurnStore},
+    store::{DecisionRow, DecisionStore, FeedStore, StoreError, TurnStore},
 };
 
 /// Which decision to explain.
@@ -39,7 +39,7 @@ impl Query<'_> {
 /// Finds and explains a decision; `None` when there is none.
 pub async fn load<S>(store: &S, q: &Query<'_>) -> Result<Option<Explanation>, StoreError>
 where
-    S: DecisionStore + TurnStore + ?Sized,
+    S: DecisionStore + TurnStore + FeedStore + ?Sized,
 {
     let row = match q.decision_id {
         Some(id) => store.decision(id).await?.filter(|d| {
@@ -55,8 +55,19 @@ where
         return Ok(None);
     };
     let turn = store.turn_of_decision(row.id).await?;
+    let feed = match &turn {
+        Some(t) => store.read_by(&t.turn_id).await?,
+        None => Vec::new(),
+    };
     let mut e = explain(row, q.verbose);
     e.turn = turn.map(|t| TurnOutcome {
+        feed_segments: feed
+            .iter()
+            .map(|s| FeedSegmentUsed {
+                segment_id: s.id,
+                items: s.items,
+            })
+            .collect(),
         output_chars: t.output.as_ref().map(|o| o.chars().count()),
         turn_id: t.turn_id,
         state: t.state.to_string(),
