@@ -524,6 +524,32 @@ mod tests {
     }
 
     #[test]
+    fn feed_segments_are_history_messages_between_the_earlier_turns_and_the_prompt() {
+        let mut t = turn(
+            "PROMPT",
+            vec![PastTurn {
+                request: "q1".into(),
+                output: "a1".into(),
+            }],
+        );
+        t.feed = vec![crate::agent::FeedSegment {
+            segment_id: 7,
+            items: 2,
+            text: "Background: Alice: hi".into(),
+        }];
+        let got: Vec<(&str, &str)> = messages(&t).iter().map(|m| (m.role, m.content)).collect();
+        assert_eq!(
+            got,
+            [
+                ("user", "q1"),
+                ("assistant", "a1"),
+                ("user", "Background: Alice: hi"),
+                ("user", "PROMPT")
+            ]
+        );
+    }
+
+    #[test]
     fn earlier_turns_become_alternating_messages_before_the_prompt() {
         let t = turn(
             "PROMPT",

@@ -76,6 +76,11 @@ impl Feed {
         }
     }
 
+    /// Now, on the feed's clock (what gathered items are stamped with).
+    pub fn now(&self) -> crate::util::UnixMs {
+        self.clock.now()
+    }
+
     /// The inbox gathered a message for `session_key` of `profile`.
     pub fn noted(&self, profile: &str, session_key: &str) {
         self.nudged

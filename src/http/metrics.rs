@@ -70,6 +70,27 @@ pub async fn metrics(
         }
         Err(_) => app.metrics.store_error("inbox_backlog"),
     }
+    match app.store.feed_counts().await {
+        Ok(counts) => {
+            let pending = &app.metrics.feed.pending;
+            pending.reset();
+            for c in counts
+                .iter()
+                .filter(|c| app.profiles.contains_key(&c.profile))
+            {
+                for (what, n) in [
+                    ("gathered", c.gathered),
+                    ("waiting", c.waiting),
+                    ("attached", c.attached),
+                ] {
+                    pending
+                        .with_label_values(&[c.profile.as_str(), what])
+                        .set(n);
+                }
+            }
+        }
+        Err(_) => app.metrics.store_error("feed_counts"),
+    }
     app.metrics
         .worker_events_per_second
         .set(app.metrics.worker_rate.per_second());

@@ -201,7 +201,7 @@ impl Pipeline {
                 if let Some(routed) = self.route(&e.profile, &m, names) {
                     let now = UnixMs::now();
                     let mut write = routed.write(now);
-                    write.feed = self.feed_item(&routed, now);
+                    write.feed = self.feed_item(&routed, self.feed.now());
                     step.write = Some(BatchStep::Route(Box::new(write)));
                     // Names learned here label the messages after this one.
                     names.extend(routed.names.iter().cloned());

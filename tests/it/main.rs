@@ -14,6 +14,7 @@ mod errors;
 mod explain;
 mod fake_longconn;
 mod fake_openapi;
+mod feed;
 mod full_loop;
 mod hygiene;
 mod inbox;

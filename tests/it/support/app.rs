@@ -88,6 +88,17 @@ impl TestApp {
         Self::serve(bridge).await
     }
 
+    /// Starts a bridge whose timed work reads `clock`.
+    pub async fn spawn_with_clock(
+        config: Config,
+        clock: std::sync::Arc<dyn feishu_bridge::util::Clock>,
+    ) -> Self {
+        let bridge = Bridge::start_with_clock(config, clock)
+            .await
+            .expect("bridge starts");
+        Self::serve(bridge).await
+    }
+
     /// Serves an already started bridge.
     pub async fn serve(bridge: Bridge) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
