@@ -151,6 +151,10 @@ impl Feed {
         session_key: &str,
     ) -> Result<Vec<FeedSegment>, StoreError> {
         let _one = self.work.lock().await;
+        // A batch that came due just before the turn is packed for it, not after it.
+        if self.is_due(profile, session_key).await? {
+            self.pack(profile, session_key).await?;
+        }
         self.attach(profile, session_key).await?;
         let mut out = Vec::new();
         for segment in self.store.attached(profile, session_key).await? {
@@ -184,6 +188,17 @@ impl Feed {
             .inc_by(ids.len() as u64);
         self.attach(profile, session_key).await?;
         Ok(())
+    }
+
+    /// Whether the session's gathered messages are due: the batch size, or the wait.
+    async fn is_due(&self, profile: &str, session_key: &str) -> Result<bool, StoreError> {
+        let batch = self.config.feed.batch_messages as i64;
+        if self.store.gathered_count(profile, session_key).await? >= batch {
+            return Ok(true);
+        }
+        let waited_since = self.clock.now() - self.max_wait();
+        let due = self.store.feed_due(profile, batch, waited_since).await?;
+        Ok(due.iter().any(|k| k == session_key))
     }
 
     fn max_wait(&self) -> Duration {
