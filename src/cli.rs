@@ -59,6 +59,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a date's daily digests, reading the database directly (works while the
+    /// server is down).
+    Digest {
+        /// `YYYY-MM-DD` in `digest.timezone` (default: the latest run's date).
+        #[arg(long)]
+        date: Option<String>,
+    },
     /// Sign, encrypt and post realistic Feishu events to a running bridge, then print
     /// the explain report of what happened.
     Simulate {

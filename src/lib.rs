@@ -7,7 +7,8 @@
 //! into its batched [`feed`], runs its commands, and queues turns per session
 //! ([`turns`]), which hand prompts to [`agent`]s and post answers through
 //! [`feishu_api`]. [`longconn`] is Feishu's long connection, the WebSocket alternative
-//! to the event URL. [`app`] assembles and serves it all; [`config`],
+//! to the event URL. Once a day the [`digest`] summarizes each session and starts it
+//! afresh. [`app`] assembles and serves it all; [`config`],
 //! [`telemetry`] and [`redact`] sit beneath; [`ops`] holds the one-shot commands of the
 //! CLI.
 
@@ -16,6 +17,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod digest;
 pub mod feed;
 pub mod feishu_api;
 pub mod http;

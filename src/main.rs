@@ -71,6 +71,9 @@ async fn main() -> ExitCode {
                 .await
                 .map(|report| print!("{report}"))
         }
+        Command::Digest { date } => ops::digests::show(&config, date.as_deref())
+            .await
+            .map(|text| print!("{text}")),
         Command::Simulate {
             url,
             scenario,

@@ -239,7 +239,7 @@ impl Agent for OpenAiAgent {
 }
 
 /// Up to `cap` bytes of the rest of a body, as text; a read error ends it early.
-async fn read_capped(resp: &mut reqwest::Response, cap: usize) -> String {
+pub(crate) async fn read_capped(resp: &mut reqwest::Response, cap: usize) -> String {
     let mut bytes = Vec::new();
     while bytes.len() < cap {
         match resp.chunk().await {
@@ -264,7 +264,7 @@ fn error_message(v: &Value) -> Option<String> {
 }
 
 /// What an error body says: its `error.message` when it is such JSON, else the body.
-fn error_detail(body: &str) -> String {
+pub(crate) fn error_detail(body: &str) -> String {
     serde_json::from_str::<Value>(body)
         .ok()
         .and_then(|v| error_message(&v))
@@ -272,7 +272,7 @@ fn error_detail(body: &str) -> String {
 }
 
 /// `text` on one line, cut to [`ERROR_SNIPPET_CHARS`] characters (`…` marks a cut).
-fn cut(text: &str) -> String {
+pub(crate) fn cut(text: &str) -> String {
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     match text.char_indices().nth(ERROR_SNIPPET_CHARS) {
         Some((at, _)) => format!("{}…", &text[..at]),

@@ -16,6 +16,7 @@ use super::state::{App, AppState, ProfileKeys};
 use crate::{
     agent::PendingCallbacks,
     config::{Config, Connection},
+    digest::Digest,
     feed::Feed,
     feishu_api::{
         Budget, FeishuClient,
@@ -119,6 +120,11 @@ impl Bridge {
         let app = Arc::new(assemble(config, store, committer, metrics, clock));
         if app.config.worker.enabled {
             tasks.push(start_worker(&app, wake, &stops));
+        }
+        if app.config.digest.enabled {
+            tasks.push(tokio::spawn(
+                app.digest.clone().run_schedule(stops.worker.clone()),
+            ));
         }
         let state = AppState(app);
         let ingress = start_long_connections(&state, &stops);
@@ -257,6 +263,13 @@ fn assemble(
         clock.clone(),
         metrics.clone(),
     ));
+    let digest = Arc::new(Digest::new(
+        config.clone(),
+        store.clone(),
+        clock.clone(),
+        metrics.clone(),
+        agent_http.clone(),
+    ));
     App {
         config,
         profiles,
@@ -272,6 +285,7 @@ fn assemble(
         callbacks,
         agents,
         feed,
+        digest,
         clock,
         background: tokio_util::task::TaskTracker::new(),
         connections: Arc::default(),

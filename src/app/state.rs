@@ -10,6 +10,7 @@ use tokio::{sync::broadcast, time::Instant};
 use crate::{
     agent::{Agent, PendingCallbacks},
     config::{Config, Profile},
+    digest::Digest,
     feed::Feed,
     feishu_api::{FeishuClient, identity::Identities},
     inbox::{Committer, Processed, press::Presses},
@@ -89,6 +90,8 @@ pub struct App {
     pub agents: HashMap<String, Arc<dyn Agent>>,
     /// The batched feed.
     pub feed: Arc<Feed>,
+    /// The daily digest.
+    pub digest: Arc<Digest>,
     /// Where timed work reads the time.
     pub clock: Arc<dyn Clock>,
 }

@@ -74,7 +74,8 @@ fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().trim().to_string()
 }
 
-/// Environment overrides: `DATABASE_URL`, `FEISHU_BRIDGE_ADMIN_TOKEN` and, per profile,
+/// Environment overrides: `DATABASE_URL`, `FEISHU_BRIDGE_ADMIN_TOKEN`,
+/// `FEISHU_BRIDGE_DIGEST_API_KEY` and, per profile,
 /// `FEISHU_BRIDGE_<NAME>_{APP_SECRET,ENCRYPT_KEY,VERIFICATION_TOKEN,AGENT_SECRET,AGENT_API_KEY}`.
 /// The environment always wins over the file.
 fn apply_env(config: &mut Config, env: &dyn Fn(&str) -> Option<String>) {
@@ -84,6 +85,9 @@ fn apply_env(config: &mut Config, env: &dyn Fn(&str) -> Option<String>) {
     }
     if let Some(token) = secret("FEISHU_BRIDGE_ADMIN_TOKEN") {
         config.server.admin_token = Some(token);
+    }
+    if let Some(key) = secret("FEISHU_BRIDGE_DIGEST_API_KEY") {
+        config.digest.summarizer.api_key = Some(key);
     }
     for profile in &mut config.profiles {
         let prefix = profile.env_prefix();

@@ -4,6 +4,7 @@
 //! Secrets are [`SecretString`]s, which never print; a validation error names the key it
 //! is about, in the `profiles[1].encrypt_key` form.
 
+mod digest;
 mod error;
 mod feed;
 mod limits;
@@ -12,6 +13,7 @@ mod validate;
 
 use std::{net::SocketAddr, path::PathBuf};
 
+pub use digest::{DigestConfig, SummarizerConfig};
 pub use error::ConfigError;
 pub use feed::FeedConfig;
 pub use load::{ConfigSource, load, load_from_str};
@@ -32,6 +34,8 @@ pub struct Config {
     pub worker: WorkerConfig,
     /// The batched feed.
     pub feed: FeedConfig,
+    /// The daily digest.
+    pub digest: DigestConfig,
     /// Feishu bot profiles: one per app.
     pub profiles: Vec<Profile>,
     /// Group chats configured for the hub.

@@ -14,6 +14,7 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
     database(&config.database)?;
     worker(&config.worker)?;
     feed(&config.feed)?;
+    super::digest::validate(&config.digest)?;
     let mut names = HashSet::new();
     for (i, p) in config.profiles.iter().enumerate() {
         let key = |field: &str| format!("profiles[{i}].{field}");

@@ -27,6 +27,7 @@ use utoipa::{
         (name = "agents", description = "Callbacks from webhook agents"),
         (name = "turns", description = "Requests handed to agents, and what became of them"),
         (name = "feed", description = "The batched feed of un-mentioned group messages"),
+        (name = "digest", description = "The daily digest: each session summarized, then started afresh"),
     )
 )]
 pub struct ApiDoc;

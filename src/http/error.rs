@@ -50,6 +50,9 @@ pub enum ApiError {
     /// 400: a path or query parameter the endpoint cannot use.
     #[error("{0}")]
     BadRequest(String),
+    /// 409: what was asked cannot be done in this state (the code says which).
+    #[error("{1}")]
+    Conflict(&'static str, String),
     /// 404: no turn waits under this id.
     #[error(
         "no turn {} is waiting for an answer (unknown, already answered, timed out or stopped)",
@@ -139,6 +142,7 @@ impl ApiError {
             Self::NotFound(_) => "not_found",
             Self::UnknownTurn(_) => "unknown_turn",
             Self::BadRequest(_) => "bad_request",
+            Self::Conflict(code, _) => code,
             Self::MethodNotAllowed(_) => "method_not_allowed",
             Self::RequestTimeout => "request_timeout",
             Self::Framework(s) if s.is_server_error() => "internal_error",
@@ -161,6 +165,7 @@ impl ApiError {
             | Self::NotFound(_)
             | Self::UnknownTurn(_) => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Conflict(..) => StatusCode::CONFLICT,
             Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,

@@ -5,6 +5,7 @@ mod agent_callback;
 mod api_doc;
 mod auth;
 mod card_callback;
+mod digests;
 mod error;
 mod explain;
 mod extract;

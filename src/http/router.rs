@@ -13,8 +13,8 @@ use utoipa::OpenApi;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
-    AppState, agent_callback, api_doc::ApiDoc, error, explain, feed, health, metrics, reshape,
-    sessions, status, turns, verdicts, webhook,
+    AppState, agent_callback, api_doc::ApiDoc, digests, error, explain, feed, health, metrics,
+    reshape, sessions, status, turns, verdicts, webhook,
 };
 
 /// Every route, with its OpenAPI description (no state, no layers).
@@ -35,6 +35,8 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(turns::get))
         .routes(routes!(feed::show))
         .routes(routes!(feed::flush))
+        .routes(routes!(digests::run))
+        .routes(routes!(digests::list))
 }
 
 /// The service: routes plus layers, bound to its state.

@@ -20,6 +20,23 @@ pub struct StatusBody {
     pub inbox: InboxStatusBody,
     /// Turn queue (filled in by the turn runner).
     pub turns: TurnsStatus,
+    /// The daily digest.
+    pub digest: DigestStatusBody,
+}
+
+/// `digest` of [`StatusBody`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DigestStatusBody {
+    /// `digest.enabled`.
+    pub enabled: bool,
+    /// Local start time and end of its window, `HH:MM`.
+    pub at: String,
+    pub window_end: String,
+    /// IANA time zone.
+    pub timezone: String,
+    /// The latest run (by any replica), with its date and duration; `null` before the
+    /// first or when the database does not answer.
+    pub last_run: Option<super::digests::RunBody>,
 }
 
 /// `database` of [`StatusBody`].
@@ -146,21 +163,31 @@ pub struct TurnsStatus {
 pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
     let ok = app.store.ping().await.is_ok();
     // The reads only when the database answered the ping, and at the same time.
-    let (counts, turns, problems, backlog) = if ok {
-        let (counts, turns, problems, backlog) = tokio::join!(
+    let (counts, turns, problems, backlog, last_run) = if ok {
+        let (counts, turns, problems, backlog, last_run) = tokio::join!(
             app.store.inbox_counts(),
             app.store.turn_counts(),
             app.store.inbox_problems(10),
-            app.store.inbox_backlog()
+            app.store.inbox_backlog(),
+            app.store.latest_digest_run()
         );
         (
             counts.ok(),
             turns.ok(),
             problems.unwrap_or_default(),
             backlog.unwrap_or_default(),
+            last_run.ok().flatten(),
         )
     } else {
-        (None, None, Vec::new(), Vec::new())
+        (None, None, Vec::new(), Vec::new(), None)
+    };
+    let d = &app.config.digest;
+    let digest = DigestStatusBody {
+        enabled: d.enabled,
+        at: d.at.clone(),
+        window_end: d.window_end.clone(),
+        timezone: d.timezone.clone(),
+        last_run: last_run.as_ref().map(super::digests::RunBody::from),
     };
     let now = crate::util::UnixMs::now();
     let profiles = app
@@ -230,5 +257,6 @@ pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
             queued: turns.map(|t| t.0),
             running: turns.map(|t| t.1),
         },
+        digest,
     }))
 }

@@ -1,5 +1,6 @@
-//! One-shot CLI commands: `migrate`, `check-config`, `healthcheck`.
+//! One-shot CLI commands: `migrate`, `check-config`, `healthcheck`, `digest`.
 
+pub mod digests;
 pub mod explanation;
 pub mod simulate;
 

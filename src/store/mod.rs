@@ -1,6 +1,6 @@
 //! Persistence: surfaces grouped by what they hold — the [`Database`] itself, the
 //! [`InboxStore`], [`SessionStore`], [`EventLog`], [`DecisionStore`], [`TurnStore`],
-//! [`OutboundStore`] and the batched [`FeedStore`] — each implemented by a SQLite and a Postgres backend, with the SQL
+//! [`OutboundStore`], the batched [`FeedStore`] and the daily [`DigestStore`] — each implemented by a SQLite and a Postgres backend, with the SQL
 //! written once for both (`sql`). [`Store`] is all of them.
 //!
 //! The store takes and returns the row types below, never Feishu JSON (the inbox payload
@@ -11,6 +11,7 @@
 
 mod database;
 mod decisions;
+mod digests;
 mod event_log;
 mod feed;
 mod hygiene;
@@ -29,6 +30,10 @@ use std::{sync::Arc, time::Duration};
 
 pub use database::Database;
 pub use decisions::{DecisionRow, DecisionStore, NewDecision};
+pub use digests::{
+    DigestReason, DigestReset, DigestRow, DigestRunEnd, DigestRunRow, DigestStatus, DigestStore,
+    DigestTrigger, NewDigest, NewDigestRun, TranscriptQuery,
+};
 pub use event_log::{
     BatchStep, ContextEventRow, EventLog, NewVerdict, ProcessedBatch, ProfileThread, RouteWrite,
     Routed, VerdictRow,
@@ -154,6 +159,7 @@ pub trait Store:
     + TurnStore
     + OutboundStore
     + FeedStore
+    + DigestStore
 {
 }
 
@@ -166,6 +172,7 @@ impl<T> Store for T where
         + TurnStore
         + OutboundStore
         + FeedStore
+        + DigestStore
 {
 }
 

@@ -10,7 +10,9 @@ use prometheus::{
     Opts, Registry, TextEncoder,
 };
 
-use super::{RateMeter, feed::FeedMetrics, long_connection::LongConnMetrics};
+use super::{
+    RateMeter, digest::DigestMetrics, feed::FeedMetrics, long_connection::LongConnMetrics,
+};
 
 /// Every metric the bridge exports.
 #[derive(Clone)]
@@ -53,6 +55,8 @@ pub struct Metrics {
     pub long_connection: LongConnMetrics,
     /// The batched feed's.
     pub feed: FeedMetrics,
+    /// The daily digest's.
+    pub digest: DigestMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -170,9 +174,11 @@ impl Metrics {
         }
         let long_connection = LongConnMetrics::registered(&registry);
         let feed = FeedMetrics::registered(&registry);
+        let digest = DigestMetrics::registered(&registry);
         let m = Self {
             long_connection,
             feed,
+            digest,
             registry,
             webhook_requests,
             http_duration,

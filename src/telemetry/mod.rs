@@ -1,5 +1,6 @@
 //! Logs (`tracing`) and metrics (a Prometheus registry owned by the app, never global).
 
+mod digest;
 mod feed;
 mod long_connection;
 mod metrics;
@@ -7,6 +8,7 @@ mod rate;
 
 use std::io::IsTerminal;
 
+pub use digest::DigestMetrics;
 pub use feed::FeedMetrics;
 pub use long_connection::LongConnMetrics;
 pub use metrics::Metrics;

@@ -10,6 +10,7 @@ mod connections;
 mod context;
 mod context_order;
 mod delivery;
+mod digest;
 mod errors;
 mod explain;
 mod fake_longconn;

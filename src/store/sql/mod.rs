@@ -10,6 +10,7 @@
 pub(crate) mod connection;
 pub(crate) mod database;
 pub(crate) mod decisions;
+pub(crate) mod digests;
 pub(crate) mod event_log;
 pub(crate) mod feed;
 pub(crate) mod inbox;
@@ -48,6 +49,7 @@ macro_rules! impl_store {
         $crate::store::sql::turns::impl_turn_store!($store);
         $crate::store::sql::outbound::impl_outbound_store!($store);
         $crate::store::sql::feed::impl_feed_store!($store);
+        $crate::store::sql::digests::impl_digest_store!($store);
     };
 }
 pub(crate) use impl_store;

@@ -31,6 +31,43 @@ WHERE bot_profile = $1 AND history_scope = $2 AND recalled = FALSE
   AND id > COALESCE((SELECT last_event_id FROM history_watermarks
                      WHERE profile = $1 AND history_scope = $2), 0)";
 
+/// A session's reset inside the open transaction `$tx`, for the
+/// [`crate::store::SessionReset`] `$r`: its id rotated, its history scope's pending
+/// history cleared, its unsent feed cleared; the session after it, `None` (nothing
+/// changed) when there is no such session.
+macro_rules! reset_within {
+    ($tx:ident, $r:expr) => {{
+        use $crate::store::sql::{feed, sessions, within};
+        let r = $r;
+        let row: Option<$crate::store::SessionRow> = within!(
+            $tx,
+            query_as,
+            fetch_optional,
+            &sessions::rotate_session(),
+            r.profile,
+            r.key,
+            r.new_session_id,
+            r.now,
+        );
+        if row.is_some() {
+            within!(
+                $tx,
+                query,
+                execute,
+                sessions::CLEAR_SCOPE,
+                r.profile,
+                r.history_scope,
+                r.now,
+            );
+            for q in feed::CLEAR {
+                within!($tx, query, execute, q, r.profile, r.key);
+            }
+        }
+        row
+    }};
+}
+pub(crate) use reset_within;
+
 /// Implements [`crate::store::SessionStore`] for a backend type with `pool` and `timeout`
 /// fields (see `sql` for why this is a macro).
 macro_rules! impl_session_store {
@@ -63,33 +100,9 @@ macro_rules! impl_session_store {
                 &self,
                 r: &$crate::store::SessionReset<'_>,
             ) -> Result<Option<$crate::store::SessionRow>, $crate::store::StoreError> {
-                use $crate::store::sql::{sessions, transaction, within};
+                use $crate::store::sql::transaction;
                 transaction!(self, |tx| {
-                    let row: Option<$crate::store::SessionRow> = within!(
-                        tx,
-                        query_as,
-                        fetch_optional,
-                        &sessions::rotate_session(),
-                        r.profile,
-                        r.key,
-                        r.new_session_id,
-                        r.now,
-                    );
-                    if row.is_some() {
-                        within!(
-                            tx,
-                            query,
-                            execute,
-                            sessions::CLEAR_SCOPE,
-                            r.profile,
-                            r.history_scope,
-                            r.now,
-                        );
-                        for q in $crate::store::sql::feed::CLEAR {
-                            within!(tx, query, execute, q, r.profile, r.key);
-                        }
-                    }
-                    row
+                    $crate::store::sql::sessions::reset_within!(tx, r)
                 })
             }
 

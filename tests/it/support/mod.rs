@@ -10,6 +10,7 @@ pub mod db_lock;
 pub mod fake_feishu;
 pub mod fake_longconn;
 pub mod fake_openai;
+pub mod fake_summarizer;
 pub mod feishu;
 pub mod full_disk;
 pub mod gated_agent;

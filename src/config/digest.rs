@@ -1,0 +1,210 @@
+//! `[digest]`: the daily digest (off unless enabled) — when it runs, in which time zone,
+//! where its Markdown files go, and the OpenAI-compatible summarizer it asks.
+
+use std::{path::PathBuf, time::Duration};
+
+use jiff::{civil::Time, tz::TimeZone};
+use secrecy::SecretString;
+use serde::Deserialize;
+
+use super::ConfigError;
+
+/// `[digest]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DigestConfig {
+    /// Run the digest every day.
+    pub enabled: bool,
+    /// Local time the day's digest starts, `HH:MM`.
+    pub at: String,
+    /// IANA time zone name of `at`, `window_end` and the digest's date.
+    pub timezone: String,
+    /// A run that would start at or after this local time is skipped that day (the
+    /// process was down through the window): sessions are never reset during the day.
+    pub window_end: String,
+    /// Where `digest/<date>.md` is written; the database holds every digest either way.
+    pub dir: Option<PathBuf>,
+    /// The model that writes the summaries.
+    pub summarizer: SummarizerConfig,
+}
+
+impl Default for DigestConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            at: "04:10".into(),
+            timezone: "UTC".into(),
+            window_end: "08:00".into(),
+            dir: None,
+            summarizer: SummarizerConfig::default(),
+        }
+    }
+}
+
+/// `[digest.summarizer]`: an OpenAI-compatible chat-completions endpoint.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SummarizerConfig {
+    /// API base, e.g. `http://127.0.0.1:11434/v1`; `/chat/completions` is appended.
+    pub base_url: String,
+    /// Model name.
+    pub model: String,
+    /// How long one summary may take.
+    pub timeout_secs: u64,
+    /// API key; only from env `FEISHU_BRIDGE_DIGEST_API_KEY`, never from the file.
+    #[serde(skip)]
+    pub api_key: Option<SecretString>,
+}
+
+impl Default for SummarizerConfig {
+    fn default() -> Self {
+        Self {
+            base_url: String::new(),
+            model: String::new(),
+            timeout_secs: 60,
+            api_key: None,
+        }
+    }
+}
+
+impl SummarizerConfig {
+    /// How long one summary may take.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout_secs)
+    }
+}
+
+impl DigestConfig {
+    /// The time zone (validated at load; UTC should it not parse).
+    pub fn tz(&self) -> TimeZone {
+        TimeZone::get(&self.timezone).unwrap_or(TimeZone::UTC)
+    }
+
+    /// `at` as a local time (validated at load).
+    pub fn start(&self) -> Time {
+        parse_time(&self.at).unwrap_or(Time::midnight())
+    }
+
+    /// `window_end` as a local time (validated at load).
+    pub fn end(&self) -> Time {
+        parse_time(&self.window_end).unwrap_or(Time::MAX)
+    }
+}
+
+/// `HH:MM`.
+fn parse_time(s: &str) -> Option<Time> {
+    let (h, m) = s.split_once(':')?;
+    let digits = |p: &str, most: usize| {
+        (1..=most).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit())
+    };
+    if !digits(h, 2) || !digits(m, 2) || m.len() != 2 {
+        return None;
+    }
+    Time::new(h.parse().ok()?, m.parse().ok()?, 0, 0).ok()
+}
+
+/// The checks of `[digest]`, each naming its key.
+pub(super) fn validate(d: &DigestConfig) -> Result<(), ConfigError> {
+    let hhmm = |key: &str, v: &str| {
+        parse_time(v).ok_or_else(|| {
+            ConfigError::new(
+                format!("digest.{key}"),
+                format!("expected a local time HH:MM, e.g. \"04:10\"; got {v:?}"),
+            )
+        })
+    };
+    let start = hhmm("at", &d.at)?;
+    let end = hhmm("window_end", &d.window_end)?;
+    if start >= end {
+        return Err(ConfigError::new(
+            "digest.window_end",
+            format!(
+                "must be later the same day than digest.at ({}); the window may not cross midnight",
+                d.at
+            ),
+        ));
+    }
+    if TimeZone::get(&d.timezone).is_err() {
+        return Err(ConfigError::new(
+            "digest.timezone",
+            format!(
+                "unknown time zone {:?}: expected an IANA name such as \"Asia/Shanghai\" or \"UTC\"",
+                d.timezone
+            ),
+        ));
+    }
+    if d.enabled {
+        let s = &d.summarizer;
+        let url = url::Url::parse(&s.base_url);
+        if !matches!(url.as_ref().map(url::Url::scheme), Ok("http" | "https")) {
+            return Err(ConfigError::new(
+                "digest.summarizer.base_url",
+                "the digest needs an http(s) URL of an OpenAI-compatible API, e.g. http://127.0.0.1:11434/v1",
+            ));
+        }
+        if s.model.trim().is_empty() {
+            return Err(ConfigError::new(
+                "digest.summarizer.model",
+                "the digest needs the summarizer's model name",
+            ));
+        }
+        if s.timeout_secs == 0 {
+            return Err(ConfigError::new(
+                "digest.summarizer.timeout_secs",
+                "must be positive",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_hh_mm() {
+        assert_eq!(parse_time("04:10"), Some(Time::constant(4, 10, 0, 0)));
+        assert_eq!(parse_time("4:05"), Some(Time::constant(4, 5, 0, 0)));
+        for bad in ["", "04", "24:00", "04:60", "ab:cd", "004:10", "04:10:00"] {
+            assert_eq!(parse_time(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn each_problem_names_its_key() {
+        let check = |f: fn(&mut DigestConfig)| {
+            let mut d = DigestConfig::default();
+            f(&mut d);
+            validate(&d).map_err(|e| e.key)
+        };
+        assert_eq!(check(|_| {}), Ok(()), "the defaults are valid while off");
+        assert_eq!(check(|d| d.at = "4h".into()), Err("digest.at".into()));
+        assert_eq!(
+            check(|d| d.window_end = "03:00".into()),
+            Err("digest.window_end".into())
+        );
+        assert_eq!(
+            check(|d| d.timezone = "Mars/Olympus".into()),
+            Err("digest.timezone".into())
+        );
+        assert_eq!(
+            check(|d| d.enabled = true),
+            Err("digest.summarizer.base_url".into())
+        );
+        assert_eq!(
+            check(|d| {
+                d.enabled = true;
+                d.summarizer.base_url = "http://127.0.0.1:1/v1".into();
+            }),
+            Err("digest.summarizer.model".into())
+        );
+        let mut d = DigestConfig {
+            timezone: "Asia/Shanghai".into(),
+            ..DigestConfig::default()
+        };
+        assert_eq!(validate(&d), Ok(()));
+        d.timezone = "UTC".into();
+        assert_eq!(d.tz(), TimeZone::UTC);
+    }
+}
