@@ -5,7 +5,8 @@
 //!   secret in `LOCAL_AGENT_SECRET`, then answers `200 {"output": …}`.
 //! * `POST /v1/chat/completions` — an OpenAI-compatible model: streams (Server-Sent
 //!   Events) or answers in one piece, word by word from a short canned reply that shows
-//!   what it was given.
+//!   what it was given. Asked for a daily digest (its system message says so), it
+//!   answers a short summary made of the transcript's first and last lines instead.
 //!
 //! ```sh
 //! cargo run --example local_agent            # listens on 127.0.0.1:9000
@@ -72,6 +73,19 @@ async fn turn(headers: HeaderMap, body: Bytes) -> Response {
 /// The OpenAI-compatible model.
 async fn completions(Json(req): Json<Value>) -> Response {
     let messages = req["messages"].as_array().cloned().unwrap_or_default();
+    let is_digest = messages.first().is_some_and(|m| {
+        m["role"] == "system"
+            && m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("daily digest"))
+    });
+    if is_digest {
+        return Json(json!({
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": summary(&messages)}, "finish_reason": "stop"}],
+        }))
+        .into_response();
+    }
     let prompt = messages
         .last()
         .and_then(|m| m["content"].as_str())
@@ -111,4 +125,20 @@ async fn completions(Json(req): Json<Value>) -> Response {
         .header(header::CONTENT_TYPE, "text/event-stream")
         .body(Body::from_stream(stream))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// A stand-in summary of the transcript in the last message: how many lines, the first
+/// and the last (a real model writes 300 to 500 characters of substance).
+fn summary(messages: &[Value]) -> String {
+    let transcript = messages
+        .last()
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    let lines: Vec<&str> = transcript.lines().filter(|l| l.starts_with('[')).collect();
+    format!(
+        "(local summarizer) {} message(s). It began with {} and ended with {}",
+        lines.len(),
+        lines.first().copied().unwrap_or("nothing"),
+        lines.last().copied().unwrap_or("nothing"),
+    )
 }

@@ -192,7 +192,7 @@ pub trait DigestStore: Send + Sync + 'static {
     async fn record_digests(&self, digests: &[NewDigest]) -> Result<Vec<i64>, StoreError>;
     /// Resets a digest's session in one transaction (a new session id, its history
     /// scope cleared, its feed cleared, its mark moved, the digest `reset`); `false`, with
-    /// nothing changed, when the session is gone.
+    /// nothing changed, when the session (or the digest) is gone.
     async fn digest_reset(&self, r: &DigestReset<'_>) -> Result<bool, StoreError>;
     /// Sets a digest's status and reason (a `written` digest kept after all, or whose
     /// reset failed).

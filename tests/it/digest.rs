@@ -412,27 +412,6 @@ both_backends!(
     no_key_keeps_every_session_but_the_short
 );
 
-/// Runs statements straight on the test's database.
-async fn exec(db: &TestDb, statements: &[&str]) {
-    use sqlx::Connection;
-    match db.kind {
-        Kind::Sqlite => {
-            let mut c = sqlx::SqliteConnection::connect(&db.url)
-                .await
-                .expect("connect");
-            for s in statements {
-                sqlx::raw_sql(s).execute(&mut c).await.expect("statement");
-            }
-        }
-        Kind::Postgres => {
-            let mut c = sqlx::PgConnection::connect(&db.url).await.expect("connect");
-            for s in statements {
-                sqlx::raw_sql(s).execute(&mut c).await.expect("statement");
-            }
-        }
-    }
-}
-
 async fn an_unreadable_transcript_keeps_its_session(db: TestDb) {
     let day = Day::new(db).await;
     let mut app = day.app("", true).await;
@@ -449,11 +428,9 @@ async fn an_unreadable_transcript_keeps_its_session(db: TestDb) {
     let corrupt = "UPDATE thread_context_events SET event_type = 'from_the_future' \
                    WHERE message_id = 'om_odd' AND event_type = 'user_request'";
     match day.db.kind {
-        Kind::Sqlite => exec(&day.db, &["PRAGMA ignore_check_constraints = ON", corrupt]).await,
+        Kind::Sqlite => day.db.exec(&["PRAGMA ignore_check_constraints = ON", corrupt]).await,
         Kind::Postgres => {
-            exec(
-                &day.db,
-                &[
+            day.db.exec(&[
                     "ALTER TABLE thread_context_events DROP CONSTRAINT thread_context_events_event_type_check",
                     corrupt,
                 ],
@@ -540,7 +517,7 @@ async fn a_reset_that_fails_is_recorded_and_changes_nothing(db: TestDb) {
                 "CREATE TRIGGER refuse_reset BEFORE UPDATE ON sessions \
                  WHEN OLD.session_key = '{refused}' BEGIN SELECT RAISE(ABORT, 'resets refused here'); END"
             );
-            exec(&day.db, &[&trigger]).await;
+            day.db.exec(&[&trigger]).await;
         }
         Kind::Postgres => {
             let function = format!(
@@ -548,15 +525,13 @@ async fn a_reset_that_fails_is_recorded_and_changes_nothing(db: TestDb) {
                  IF OLD.session_key = '{refused}' THEN RAISE EXCEPTION 'resets refused here'; END IF; \
                  RETURN NEW; END $$"
             );
-            exec(
-                &day.db,
-                &[
+            day.db
+                .exec(&[
                     &function,
                     "CREATE TRIGGER refuse_reset BEFORE UPDATE ON sessions \
                      FOR EACH ROW EXECUTE FUNCTION refuse_reset()",
-                ],
-            )
-            .await;
+                ])
+                .await;
         }
     }
     let (status, body) = run_now(&app).await;

@@ -7,7 +7,10 @@ use feishu_bridge::{
     inbox,
     protocol::events::ChatType,
     routing::{Reason, Verdict},
-    store::{InboxStatus, ReplyKind, TurnState},
+    store::{
+        DigestReason, DigestStatus, DigestTrigger, FeedItemState, InboxStatus, ReplyKind,
+        SegmentState, TurnState,
+    },
     turns,
 };
 
@@ -77,6 +80,26 @@ fn every_stored_vocabulary_keeps_its_spellings() {
         "delivered",
     ];
     assert_eq!(turns::Outcome::SPELLINGS, outcomes);
+    let items = ["gathered", "packed", "passed_over", "recalled", "cleared"];
+    assert_eq!(FeedItemState::SPELLINGS, items);
+    let segments = ["waiting", "attached", "read", "cleared"];
+    assert_eq!(SegmentState::SPELLINGS, segments);
+    assert_eq!(DigestTrigger::SPELLINGS, ["schedule", "manual"]);
+    let digests = ["written", "reset", "kept", "reset_failed"];
+    assert_eq!(DigestStatus::SPELLINGS, digests);
+    let why = [
+        "summarized",
+        "short",
+        "summarizer_error",
+        "summarizer_timeout",
+        "empty_summary",
+        "unreadable_transcript",
+        "no_api_key",
+        "file_write_failed",
+        "session_gone",
+        "database_error",
+    ];
+    assert_eq!(DigestReason::SPELLINGS, why);
 }
 
 #[test]

@@ -183,7 +183,7 @@ macro_rules! impl_digest_store {
                         r.last_event_id,
                         reset.now,
                     );
-                    within!(
+                    let marked = within!(
                         tx,
                         query,
                         execute,
@@ -192,6 +192,10 @@ macro_rules! impl_digest_store {
                         reset.new_session_id,
                         reset.now,
                     );
+                    // No such digest: nothing may be reset without its record.
+                    if marked.rows_affected() == 0 {
+                        return Ok(false);
+                    }
                     true
                 })
             }

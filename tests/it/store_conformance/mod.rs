@@ -8,6 +8,7 @@
 mod database;
 mod decisions;
 mod differences;
+mod digests;
 mod event_log;
 mod feed;
 mod inbox;

@@ -115,6 +115,27 @@ impl TestDb {
         self.scalar(&format!("SELECT COUNT(*) FROM {table}")).await
     }
 
+    /// Runs statements (each may be several, as `raw_sql` takes them) straight on the
+    /// database, on one connection: a test reaching past the bridge to break something.
+    pub async fn exec(&self, statements: &[&str]) {
+        match self.kind {
+            Kind::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&self.url)
+                    .await
+                    .expect("connect");
+                for q in statements {
+                    sqlx::raw_sql(q).execute(&mut c).await.expect(q);
+                }
+            }
+            Kind::Postgres => {
+                let mut c = PgConnection::connect(&self.url).await.expect("connect");
+                for q in statements {
+                    sqlx::raw_sql(q).execute(&mut c).await.expect(q);
+                }
+            }
+        }
+    }
+
     /// Runs a query returning one integer, straight on the database.
     pub async fn scalar(&self, q: &str) -> i64 {
         match self.kind {
