@@ -686,3 +686,30 @@ both_backends!(
     nothing_to_see_records_no_date,
     nothing_to_see_records_no_date
 );
+
+async fn a_store_that_cannot_list_sessions_records_no_date(db: TestDb) {
+    let day = Day::new(db).await;
+    let mut app = day.app("", true).await;
+    thread(&mut app, "om_plan", PLAN, &[]).await;
+    // The sessions cannot be read (as when the database is down for that query).
+    day.db
+        .exec(&["ALTER TABLE sessions RENAME TO sessions_away"])
+        .await;
+    let (status, body) = run_now(&app).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "store_unavailable");
+    assert_eq!(day.db.count("digest_runs").await, 0, "no date recorded");
+    assert!(day.summarizer.transcripts().is_empty());
+    // Back: the same date runs.
+    day.db
+        .exec(&["ALTER TABLE sessions_away RENAME TO sessions"])
+        .await;
+    let (status, body) = run_now(&app).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(outcomes(&body), [triple("om_plan", "reset", "summarized")]);
+    app.stop().await.expect("stops");
+}
+both_backends!(
+    a_store_that_cannot_list_sessions_records_no_date,
+    a_store_that_cannot_list_sessions_records_no_date
+);
