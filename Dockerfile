@@ -4,16 +4,17 @@
 #
 # The image listens on 0.0.0.0:8080. On a non-loopback address the service refuses to
 # start unless an admin token protects the REST routes, and no token is baked in here:
-# pass one at run time.
+# pass one at run time. /metrics needs no token (unless server.protect_metrics = true),
+# so publish the port on loopback and let a reverse proxy forward /webhook/* only.
 #
-#   docker run --rm -p 8080:8080 -v feishu-bridge-data:/data \
+#   docker run --rm -p 127.0.0.1:8080:8080 -v feishu-bridge-data:/data \
 #     -e FEISHU_BRIDGE_ADMIN_TOKEN=change-me feishu-bridge
 #
 # The built-in config (/etc/feishu-bridge/feishu-bridge.toml) only sets the listen
 # address and a SQLite file under /data. For real use, mount your own config over it
 # (or elsewhere and pass `--config`), and give secrets through the environment:
 #
-#   docker run --rm -p 8080:8080 -v feishu-bridge-data:/data \
+#   docker run --rm -p 127.0.0.1:8080:8080 -v feishu-bridge-data:/data \
 #     -v "$PWD/feishu-bridge.toml:/etc/feishu-bridge/feishu-bridge.toml:ro" \
 #     -e FEISHU_BRIDGE_ADMIN_TOKEN=... -e FEISHU_BRIDGE_PLANNER_VERIFICATION_TOKEN=... \
 #     feishu-bridge
@@ -23,6 +24,8 @@
 #
 # The service drains in-flight work on SIGTERM for up to server.shutdown_grace_secs
 # (20 s by default); give `docker stop` more than that, e.g. `docker stop -t 30`.
+#
+# Linted by .ci/deploy-check (hadolint).
 
 ARG RUST_IMAGE=rust:1.88-slim-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
@@ -60,6 +63,10 @@ LABEL org.opencontainers.image.title="feishu-bridge" \
       org.opencontainers.image.source="https://example.com/feishu-bridge"
 
 # TLS to the Feishu Open API goes through rustls; ca-certificates is all that is needed.
+# Not pinned (DL3008): RUNTIME_IMAGE fixes the Debian release, whose archive keeps only
+# the current ca-certificates, so a pinned version would break the build at its next
+# update, and the trust store should be the newest one anyway.
+# hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/*

@@ -37,8 +37,13 @@ async fn main() -> ExitCode {
     let env = |k: &str| std::env::var(k).ok();
     let config = match config::load(cli.config.as_deref(), &env) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("configuration error: {e}");
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("configuration error: {e}");
+            }
+            if errors.len() > 1 {
+                eprintln!("{} configuration errors", errors.len());
+            }
             return ExitCode::from(2);
         }
     };
@@ -108,6 +113,9 @@ async fn main() -> ExitCode {
             result.map(|out| print!("{out}"))
         }
         Command::Serve => {
+            for w in config.warnings() {
+                eprintln!("warning: {w}");
+            }
             telemetry::init_logging(config.server.log_format);
             app::run(config).await
         }

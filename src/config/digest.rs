@@ -7,7 +7,7 @@ use jiff::{civil::Time, tz::TimeZone};
 use secrecy::SecretString;
 use serde::Deserialize;
 
-use super::ConfigError;
+use super::validate::Problems;
 
 /// `[digest]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -104,58 +104,50 @@ fn parse_time(s: &str) -> Option<Time> {
 }
 
 /// The checks of `[digest]`, each naming its key.
-pub(super) fn validate(d: &DigestConfig) -> Result<(), ConfigError> {
-    let hhmm = |key: &str, v: &str| {
-        parse_time(v).ok_or_else(|| {
-            ConfigError::new(
-                format!("digest.{key}"),
-                format!("expected a local time HH:MM, e.g. \"04:10\"; got {v:?}"),
-            )
-        })
+pub(super) fn validate(d: &DigestConfig, out: &mut Problems) {
+    let mut hhmm = |key: &str, v: &str| {
+        let t = parse_time(v);
+        out.require(t.is_some(), format!("digest.{key}"), || {
+            format!("expected a local time HH:MM, e.g. \"04:10\"; got {v:?}")
+        });
+        t
     };
-    let start = hhmm("at", &d.at)?;
-    let end = hhmm("window_end", &d.window_end)?;
-    if start >= end {
-        return Err(ConfigError::new(
-            "digest.window_end",
+    let start = hhmm("at", &d.at);
+    let end = hhmm("window_end", &d.window_end);
+    if let (Some(start), Some(end)) = (start, end) {
+        out.require(start < end, "digest.window_end", || {
             format!(
                 "must be later the same day than digest.at ({}); the window may not cross midnight",
                 d.at
-            ),
-        ));
+            )
+        });
     }
-    if TimeZone::get(&d.timezone).is_err() {
-        return Err(ConfigError::new(
-            "digest.timezone",
-            format!(
-                "unknown time zone {:?}: expected an IANA name such as \"Asia/Shanghai\" or \"UTC\"",
-                d.timezone
-            ),
-        ));
-    }
+    out.require(TimeZone::get(&d.timezone).is_ok(), "digest.timezone", || {
+        format!(
+            "unknown time zone {:?}: expected an IANA name such as \"Asia/Shanghai\" or \"UTC\"",
+            d.timezone
+        )
+    });
     if d.enabled {
         let s = &d.summarizer;
         let url = url::Url::parse(&s.base_url);
-        if !matches!(url.as_ref().map(url::Url::scheme), Ok("http" | "https")) {
-            return Err(ConfigError::new(
-                "digest.summarizer.base_url",
-                "the digest needs an http(s) URL of an OpenAI-compatible API, e.g. http://127.0.0.1:11434/v1",
-            ));
-        }
-        if s.model.trim().is_empty() {
-            return Err(ConfigError::new(
-                "digest.summarizer.model",
-                "the digest needs the summarizer's model name",
-            ));
-        }
-        if s.timeout_secs == 0 {
-            return Err(ConfigError::new(
-                "digest.summarizer.timeout_secs",
-                "must be positive",
-            ));
-        }
+        out.require(
+            matches!(url.as_ref().map(url::Url::scheme), Ok("http" | "https")),
+            "digest.summarizer.base_url",
+            || {
+                "the digest needs an http(s) URL of an OpenAI-compatible API, e.g. http://127.0.0.1:11434/v1"
+                    .into()
+            },
+        );
+        out.require(
+            !s.model.trim().is_empty(),
+            "digest.summarizer.model",
+            || "the digest needs the summarizer's model name".into(),
+        );
+        out.require(s.timeout_secs > 0, "digest.summarizer.timeout_secs", || {
+            "must be positive".into()
+        });
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -171,40 +163,75 @@ mod tests {
         }
     }
 
+    /// The keys of the problems `validate` finds in `d`.
+    fn keys(d: &DigestConfig) -> Vec<String> {
+        let mut out = Problems::default();
+        validate(d, &mut out);
+        out.into_vec().into_iter().map(|e| e.key).collect()
+    }
+
     #[test]
     fn each_problem_names_its_key() {
         let check = |f: fn(&mut DigestConfig)| {
             let mut d = DigestConfig::default();
             f(&mut d);
-            validate(&d).map_err(|e| e.key)
+            keys(&d)
         };
-        assert_eq!(check(|_| {}), Ok(()), "the defaults are valid while off");
-        assert_eq!(check(|d| d.at = "4h".into()), Err("digest.at".into()));
+        assert_eq!(
+            check(|_| {}),
+            Vec::<String>::new(),
+            "the defaults are valid while off"
+        );
+        assert_eq!(check(|d| d.at = "4h".into()), ["digest.at"]);
         assert_eq!(
             check(|d| d.window_end = "03:00".into()),
-            Err("digest.window_end".into())
+            ["digest.window_end"]
         );
         assert_eq!(
             check(|d| d.timezone = "Mars/Olympus".into()),
-            Err("digest.timezone".into())
+            ["digest.timezone"]
         );
         assert_eq!(
             check(|d| d.enabled = true),
-            Err("digest.summarizer.base_url".into())
+            ["digest.summarizer.base_url", "digest.summarizer.model"]
         );
         assert_eq!(
             check(|d| {
                 d.enabled = true;
                 d.summarizer.base_url = "http://127.0.0.1:1/v1".into();
             }),
-            Err("digest.summarizer.model".into())
+            ["digest.summarizer.model"]
         );
         let mut d = DigestConfig {
             timezone: "Asia/Shanghai".into(),
             ..DigestConfig::default()
         };
-        assert_eq!(validate(&d), Ok(()));
+        assert!(keys(&d).is_empty());
         d.timezone = "UTC".into();
         assert_eq!(d.tz(), TimeZone::UTC);
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let d = DigestConfig {
+            enabled: true,
+            at: "25:00".into(),
+            timezone: "Mars/Olympus".into(),
+            summarizer: SummarizerConfig {
+                timeout_secs: 0,
+                ..SummarizerConfig::default()
+            },
+            ..DigestConfig::default()
+        };
+        assert_eq!(
+            keys(&d),
+            [
+                "digest.at",
+                "digest.timezone",
+                "digest.summarizer.base_url",
+                "digest.summarizer.model",
+                "digest.summarizer.timeout_secs",
+            ]
+        );
     }
 }

@@ -1,34 +1,27 @@
 //! Checks of the connection limits in `[server]`: the head, body and idle time bounds
 //! and the cap on open connections. Each error names its key.
 
-use super::{ConfigError, ServerConfig};
+use super::{ServerConfig, validate::Problems};
 
 /// Far above any file-descriptor limit in practice; keeps the connection semaphore in range.
 const MAX_CONNECTIONS_LIMIT: u32 = 1_000_000;
 
-pub(super) fn validate(server: &ServerConfig) -> Result<(), ConfigError> {
+pub(super) fn validate(server: &ServerConfig, out: &mut Problems) {
     for (key, secs) in [
         ("server.header_timeout_secs", server.header_timeout_secs),
         ("server.body_timeout_secs", server.body_timeout_secs),
         ("server.idle_timeout_secs", server.idle_timeout_secs),
     ] {
-        if secs == 0 {
-            return Err(ConfigError::new(key, "must be positive"));
-        }
+        out.require(secs > 0, key, || "must be positive".into());
     }
-    if server.max_connections == 0 {
-        return Err(ConfigError::new(
-            "server.max_connections",
-            "must be at least 1",
-        ));
-    }
-    if server.max_connections > MAX_CONNECTIONS_LIMIT {
-        return Err(ConfigError::new(
-            "server.max_connections",
-            format!("must be at most {MAX_CONNECTIONS_LIMIT}"),
-        ));
-    }
-    Ok(())
+    out.require(server.max_connections > 0, "server.max_connections", || {
+        "must be at least 1".into()
+    });
+    out.require(
+        server.max_connections <= MAX_CONNECTIONS_LIMIT,
+        "server.max_connections",
+        || format!("must be at most {MAX_CONNECTIONS_LIMIT}"),
+    );
 }
 
 #[cfg(test)]
@@ -64,7 +57,9 @@ mod tests {
                 "must be at most 1000000",
             ),
         ] {
-            let err = load_from_str(&format!("[server]\n{line}\n"), &|_| None).expect_err(line);
+            let err = load_from_str(&format!("[server]\n{line}\n"), &|_| None)
+                .expect_err(line)
+                .single();
             assert_eq!(
                 (err.key.as_str(), err.message.as_str()),
                 (key, message),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use secrecy::SecretString;
 
-use super::{Config, ConfigError, validate};
+use super::{Config, ConfigError, ConfigErrors, Location, listen, validate, warnings};
 
 /// Where a configuration came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -25,11 +25,11 @@ pub const DEFAULT_FILE: &str = "feishu-bridge.toml";
 
 /// Loads the configuration: `path`, else `FEISHU_BRIDGE_CONFIG`, else
 /// `./feishu-bridge.toml` if it exists, else built-in defaults; then applies environment
-/// overrides and validates.
+/// overrides and validates. Every problem found is returned, each naming the file.
 pub fn load(
     path: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Config, ConfigError> {
+) -> Result<Config, ConfigErrors> {
     let chosen: Option<PathBuf> = match path {
         Some(p) => Some(p.to_path_buf()),
         None => match env("FEISHU_BRIDGE_CONFIG").filter(|v| !v.is_empty()) {
@@ -38,10 +38,7 @@ pub fn load(
         },
     };
     let Some(file) = chosen else {
-        let mut config = Config::default();
-        apply_env(&mut config, env);
-        validate::validate(&config)?;
-        return Ok(config);
+        return finish(Config::default(), env);
     };
     let text = std::fs::read_to_string(&file).map_err(|e| {
         ConfigError::new(
@@ -49,29 +46,63 @@ pub fn load(
             format!("cannot read config file {}: {e}", file.display()),
         )
     })?;
-    let mut config = load_from_str(&text, env)?;
+    let mut config = load_from_str(&text, env).map_err(|e| e.in_file(&file))?;
     config.source = ConfigSource::File(file);
     Ok(config)
 }
 
-/// Parses TOML text, applies environment overrides and validates.
+/// Parses TOML text, applies environment overrides and validates. A syntax error, or a
+/// key of the wrong name or type, stops the parse and is the one problem returned (with
+/// its line and column); past the parse, every problem found is returned.
 pub fn load_from_str(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Config, ConfigError> {
+) -> Result<Config, ConfigErrors> {
     let de = toml::Deserializer::new(text);
-    let mut config: Config = serde_path_to_error::deserialize(de).map_err(|e| {
-        let key = e.path().to_string();
-        let key = if key == "." { String::new() } else { key };
-        ConfigError::new(key, first_line(e.inner().message()))
-    })?;
-    apply_env(&mut config, env);
-    validate::validate(&config)?;
-    Ok(config)
+    let mut config: Config =
+        serde_path_to_error::deserialize(de).map_err(|e| parse_error(text, &e))?;
+    warnings::record_explicit(&mut config, text);
+    finish(config, env)
 }
 
-fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or_default().trim().to_string()
+/// Environment, then the listen address, then validation, collecting every problem.
+fn finish(
+    mut config: Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigErrors> {
+    apply_env(&mut config, env);
+    let mut problems = validate::Problems::default();
+    match listen::resolve(&config.server.listen) {
+        Ok(addr) => config.server.resolved = Some(addr),
+        Err(e) => problems.push(e),
+    }
+    validate::validate(&config, &mut problems);
+    let problems = problems.into_vec();
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigErrors(problems))
+    }
+}
+
+/// A deserialization error as a [`ConfigError`]: the key path serde was at, the
+/// message without `toml`'s own rendering, and the place its span points to.
+fn parse_error(text: &str, e: &serde_path_to_error::Error<toml::de::Error>) -> ConfigError {
+    let key = e.path().to_string();
+    let key = if key == "." { String::new() } else { key };
+    let inner = e.inner();
+    let error = ConfigError::new(key, one_line(inner.message()));
+    match inner.span() {
+        Some(span) => error.at(Location::of(text, span.start)),
+        None => error,
+    }
+}
+
+/// `toml` splits a message over lines (`invalid string` / `expected ...`); one line reads
+/// better after a `file:line:col:` prefix.
+fn one_line(s: &str) -> String {
+    let parts: Vec<&str> = s.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    parts.join("; ")
 }
 
 /// Environment overrides: `DATABASE_URL`, `FEISHU_BRIDGE_ADMIN_TOKEN`,
@@ -170,7 +201,9 @@ encrypt_key = "ek-b"
     #[test]
     fn validation_errors_name_the_key() {
         let text = TWO_PROFILES.replace("encrypt_key = \"ek-b\"", "encrypt_key = \"\"");
-        let err = load_from_str(&text, &env_of(&[])).expect_err("empty key rejected");
+        let err = load_from_str(&text, &env_of(&[]))
+            .expect_err("empty key rejected")
+            .single();
         assert_eq!(err.key, "profiles[1].encrypt_key");
         assert!(err.to_string().starts_with("profiles[1].encrypt_key: "));
     }
@@ -178,7 +211,9 @@ encrypt_key = "ek-b"
     #[test]
     fn type_errors_name_the_key() {
         let text = format!("{TWO_PROFILES}\n[context]\nmax_context_chars = \"lots\"\n");
-        let err = load_from_str(&text, &env_of(&[])).expect_err("type error");
+        let err = load_from_str(&text, &env_of(&[]))
+            .expect_err("type error")
+            .single();
         assert_eq!(err.key, "context.max_context_chars");
     }
 
@@ -188,15 +223,98 @@ encrypt_key = "ek-b"
             "app_id = \"cli_b\"",
             "app_id = \"cli_b\"\nencrypt_kye = \"x\"",
         );
-        let err = load_from_str(&text, &env_of(&[])).expect_err("typo rejected");
+        let err = load_from_str(&text, &env_of(&[]))
+            .expect_err("typo rejected")
+            .single();
         assert_eq!(err.key, "profiles[1].encrypt_kye");
         assert!(err.message.contains("encrypt_kye"), "{err}");
+        let at = err.at.as_ref().expect("a place");
+        assert_eq!((at.line, at.column), (13, 1), "{err}");
+        assert_eq!(at.text, "encrypt_kye = \"x\"");
+    }
+
+    #[test]
+    fn syntax_errors_keep_their_line_and_column() {
+        let text = "[server]\nlisten = \"127.0.0.1:80\nmax_body_bytes = 2048\n";
+        let err = load_from_str(text, &env_of(&[]))
+            .expect_err("unclosed string")
+            .single();
+        assert_eq!(err.key, "");
+        let at = err.at.as_ref().expect("a place");
+        assert_eq!((at.line, at.column), (2, 23), "{err}");
+        assert!(err.message.contains("string"), "{err}");
+        assert!(
+            err.to_string().starts_with("line 2, column 23: invalid"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("\n2 | listen = "), "{err}");
+    }
+
+    #[test]
+    fn a_file_s_problems_name_the_file_and_the_place() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("hub.toml");
+        std::fs::write(&path, "[worker]\nlanes = \"four\"\n").expect("write");
+        let errors = load(Some(&path), &env_of(&[])).expect_err("type error");
+        let shown = errors.to_string();
+        assert!(
+            shown.starts_with(&format!("{}:2:9: worker.lanes: ", path.display())),
+            "{shown}"
+        );
+        std::fs::write(&path, "[worker]\nlanes = 0\n").expect("write");
+        let errors = load(Some(&path), &env_of(&[])).expect_err("invalid");
+        assert_eq!(
+            errors.to_string(),
+            format!("{}: worker.lanes: must be at least 1", path.display())
+        );
+    }
+
+    #[test]
+    fn every_validation_problem_is_reported_in_order() {
+        let text = TWO_PROFILES
+            .replace("encrypt_key = \"ek-b\"", "encrypt_key = \"\"")
+            .replace("[server]\n", "[server]\nmax_body_bytes = 10\n")
+            + "\n[[workspaces]]\nchat_id = \"oc_1\"\nmode = \"owner_only\"\n";
+        let errors = load_from_str(&text, &env_of(&[])).expect_err("three problems");
+        assert_eq!(
+            errors.keys(),
+            [
+                "server.max_body_bytes",
+                "profiles[1].encrypt_key",
+                "workspaces[0].owner"
+            ]
+        );
+        assert_eq!(errors.to_string().lines().count(), 3, "{errors}");
+    }
+
+    #[test]
+    fn a_host_name_listen_is_resolved_and_checked_as_what_it_binds() {
+        let config = load_from_str("[server]\nlisten = \"localhost:8099\"\n", &env_of(&[]))
+            .expect("localhost resolves");
+        assert_eq!(config.server.listen, "localhost:8099");
+        let addr = config.server.listen_addr();
+        assert_eq!(addr, "127.0.0.1:8099".parse().expect("addr"), "{addr}");
+        assert!(config.replica_id().ends_with(":8099"));
+        let err = load_from_str(
+            "[server]\nlisten = \"no-such-host.invalid:80\"\n",
+            &env_of(&[]),
+        )
+        .expect_err("unresolvable")
+        .single();
+        assert_eq!(err.key, "server.listen");
+        assert!(
+            err.message
+                .starts_with("cannot resolve host \"no-such-host.invalid\"; expected an IP"),
+            "{err}"
+        );
     }
 
     #[test]
     fn missing_token_names_the_profile_and_its_variable() {
         let text = TWO_PROFILES.replace("verification_token = \"vt-a\"\n", "");
-        let err = load_from_str(&text, &env_of(&[])).expect_err("token required");
+        let err = load_from_str(&text, &env_of(&[]))
+            .expect_err("token required")
+            .single();
         assert_eq!(err.key, "profiles[0].verification_token");
         assert!(
             err.message
@@ -213,7 +331,9 @@ encrypt_key = "ek-b"
     #[test]
     fn rest_routes_are_not_left_open_on_a_public_address() {
         let text = "[server]\nlisten = \"0.0.0.0:8080\"\n";
-        let err = load_from_str(text, &env_of(&[])).expect_err("refused");
+        let err = load_from_str(text, &env_of(&[]))
+            .expect_err("refused")
+            .single();
         assert_eq!(err.key, "server.admin_token");
         load_from_str(text, &env_of(&[("FEISHU_BRIDGE_ADMIN_TOKEN", "t")])).expect("token given");
         let allowed = format!("{text}allow_unauthenticated = true\n");

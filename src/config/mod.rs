@@ -2,23 +2,29 @@
 //!
 //! Loading goes embedded defaults → file → environment → validate (see `load.rs`).
 //! Secrets are [`SecretString`]s, which never print; a validation error names the key it
-//! is about, in the `profiles[1].encrypt_key` form.
+//! is about, in the `profiles[1].encrypt_key` form, and a load reports every problem it
+//! finds ([`ConfigErrors`]). Settings that are accepted but ignored are
+//! [`Config::warnings`].
 
 mod digest;
 mod error;
 mod feed;
 mod limits;
+mod listen;
 mod load;
+mod server;
 mod validate;
+mod warnings;
 
-use std::{net::SocketAddr, path::PathBuf};
+use std::path::PathBuf;
 
 pub use digest::{DigestConfig, SummarizerConfig};
-pub use error::ConfigError;
+pub use error::{ConfigError, ConfigErrors, Location};
 pub use feed::FeedConfig;
 pub use load::{ConfigSource, load, load_from_str};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
+pub use server::{LogFormat, ServerConfig};
 
 /// The whole configuration of one hub.
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -43,94 +49,6 @@ pub struct Config {
     /// Where the configuration came from (not part of the file).
     #[serde(skip)]
     pub source: ConfigSource,
-}
-
-/// Log output format.
-#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    /// Human-readable lines.
-    #[default]
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
-/// `[server]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ServerConfig {
-    /// Listen address, `host:port`.
-    pub listen: String,
-    /// Bearer token for the REST routes; env `FEISHU_BRIDGE_ADMIN_TOKEN`.
-    pub admin_token: Option<SecretString>,
-    /// Largest accepted webhook body.
-    pub max_body_bytes: usize,
-    /// Freshness window for `X-Lark-Request-Timestamp`; 0 disables the check.
-    pub timestamp_tolerance_secs: u64,
-    /// Allow REST routes without a token on a non-loopback address.
-    pub allow_unauthenticated: bool,
-    /// Require the admin token on `/metrics` too.
-    pub protect_metrics: bool,
-    pub log_format: LogFormat,
-    /// Whole-request timeout for every route.
-    pub request_timeout_secs: u64,
-    /// Bound on answering a Feishu callback, queueing for the committer included: an
-    /// event not durably stored by then is answered 503 (Feishu waits 3 s, then retries);
-    /// a card press, which Feishu does not retry, gets an `info` toast and is finished
-    /// after the answer.
-    pub ack_deadline_ms: u64,
-    /// How long a graceful shutdown may take before in-flight work is abandoned.
-    pub shutdown_grace_secs: u64,
-    /// How long a client may take to send a request head, from its first byte (or, on a
-    /// new connection, from the accept).
-    pub header_timeout_secs: u64,
-    /// How long a client may take to send a request body, from the end of its head.
-    pub body_timeout_secs: u64,
-    /// How long a kept-alive connection may wait for its next request; keep it above
-    /// the idle timeout of the reverse proxy's upstream connections.
-    pub idle_timeout_secs: u64,
-    /// Most connections served at once; at the cap the waiting connection nearest to its
-    /// deadline makes room for a new one. Keep it well below the file-descriptor limit.
-    pub max_connections: u32,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        Self {
-            listen: "127.0.0.1:8080".into(),
-            admin_token: None,
-            max_body_bytes: 1024 * 1024,
-            timestamp_tolerance_secs: 3600,
-            allow_unauthenticated: false,
-            protect_metrics: false,
-            log_format: LogFormat::Text,
-            request_timeout_secs: 30,
-            ack_deadline_ms: 2500,
-            shutdown_grace_secs: 20,
-            header_timeout_secs: 10,
-            body_timeout_secs: 10,
-            idle_timeout_secs: 75,
-            max_connections: 512,
-        }
-    }
-}
-
-impl ServerConfig {
-    /// The parsed listen address (validated at load time).
-    pub fn listen_addr(&self) -> SocketAddr {
-        self.listen
-            .parse()
-            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 8080)))
-    }
-
-    /// The admin token, if one is set and non-empty.
-    pub fn admin_token(&self) -> Option<&str> {
-        self.admin_token
-            .as_ref()
-            .map(|t| t.expose_secret())
-            .filter(|t| !t.is_empty())
-    }
 }
 
 /// `[database]`.
@@ -334,9 +252,13 @@ pub struct Profile {
     /// Threads get their own history scope.
     #[serde(default = "yes")]
     pub thread_isolation: bool,
-    /// How group sessions are keyed.
+    /// How group sessions are keyed; only with `thread_isolation = false` (with thread
+    /// isolation every group session is a thread's).
     #[serde(default)]
     pub group_scope: GroupScope,
+    /// Whether the file sets `group_scope` (not part of the file; see `warnings.rs`).
+    #[serde(skip)]
+    group_scope_set: bool,
     /// Record replies instead of sending them.
     #[serde(default)]
     pub dry_run: bool,
@@ -574,6 +496,12 @@ impl Config {
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| "localhost".into());
         format!("{host}:{}", self.server.listen_addr().port())
+    }
+
+    /// The config file's path, or `built-in defaults` when there is none: for messages.
+    pub fn source_label(&self) -> String {
+        self.path()
+            .map_or_else(|| "built-in defaults".into(), |p| p.display().to_string())
     }
 
     /// Path the configuration was read from, if any.

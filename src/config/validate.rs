@@ -1,6 +1,7 @@
-//! Semantic checks that serde cannot express; each error names its key.
+//! Semantic checks that serde cannot express. Every check runs, so one pass reports
+//! every problem; each names its key.
 
-use std::{collections::HashSet, net::SocketAddr};
+use std::collections::HashSet;
 
 use secrecy::ExposeSecret;
 
@@ -9,133 +10,168 @@ use super::{
     WorkerConfig, Workspace, WorkspaceMode,
 };
 
-pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
-    server(&config.server)?;
-    database(&config.database)?;
-    worker(&config.worker)?;
-    feed(&config.feed)?;
-    super::digest::validate(&config.digest)?;
+/// The problems found so far, in the order of the checks.
+#[derive(Debug, Default)]
+pub(super) struct Problems(Vec<ConfigError>);
+
+impl Problems {
+    /// Records `e`.
+    pub(super) fn push(&mut self, e: ConfigError) {
+        self.0.push(e);
+    }
+
+    /// Records the problem `why` makes for `key` unless `ok`; returns `ok`, so a check
+    /// that depends on this one can be skipped.
+    pub(super) fn require(
+        &mut self,
+        ok: bool,
+        key: impl Into<String>,
+        why: impl FnOnce() -> String,
+    ) -> bool {
+        if !ok {
+            self.push(ConfigError::new(key, why()));
+        }
+        ok
+    }
+
+    /// The problems, in order.
+    pub(super) fn into_vec(self) -> Vec<ConfigError> {
+        self.0
+    }
+}
+
+/// Runs every check of `config` (whose listen address is already resolved, when it
+/// could be) and records what fails in `out`.
+pub(super) fn validate(config: &Config, out: &mut Problems) {
+    server(&config.server, out);
+    database(&config.database, out);
+    worker(&config.worker, out);
+    feed(&config.feed, out);
+    super::digest::validate(&config.digest, out);
     let mut names = HashSet::new();
     for (i, p) in config.profiles.iter().enumerate() {
         let key = |field: &str| format!("profiles[{i}].{field}");
-        require(is_url_segment(&p.name), key("name"), || {
+        out.require(is_url_segment(&p.name), key("name"), || {
             "must be non-empty lowercase letters, digits, '-' or '_' (it is a URL segment)".into()
-        })?;
-        require(names.insert(p.name.as_str()), key("name"), || {
+        });
+        out.require(names.insert(p.name.as_str()), key("name"), || {
             format!("duplicate profile name {:?}", p.name)
-        })?;
-        profile(p, &key)?;
+        });
+        profile(p, &key, out);
     }
     let mut chats = HashSet::new();
     for (i, w) in config.workspaces.iter().enumerate() {
         let key = |field: &str| format!("workspaces[{i}].{field}");
-        require(!w.chat_id.is_empty(), key("chat_id"), || {
+        if out.require(!w.chat_id.is_empty(), key("chat_id"), || {
             "must not be empty".into()
-        })?;
-        require(chats.insert(w.chat_id.as_str()), key("chat_id"), || {
-            "duplicate workspace".into()
-        })?;
-        workspace(w, &key)?;
-    }
-    Ok(())
-}
-
-/// `Ok` when `ok`, else the error for `key` with the message `why` makes.
-fn require(
-    ok: bool,
-    key: impl Into<String>,
-    why: impl FnOnce() -> String,
-) -> Result<(), ConfigError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(ConfigError::new(key, why()))
+        }) {
+            out.require(chats.insert(w.chat_id.as_str()), key("chat_id"), || {
+                "duplicate workspace".into()
+            });
+        }
+        workspace(w, &key, out);
     }
 }
 
-fn server(server: &ServerConfig) -> Result<(), ConfigError> {
-    let addr: SocketAddr = server.listen.parse().map_err(|_| {
-        ConfigError::new("server.listen", "expected host:port, e.g. 127.0.0.1:8080")
-    })?;
-    require(
+fn server(server: &ServerConfig, out: &mut Problems) {
+    out.require(
         server.max_body_bytes >= 1024,
         "server.max_body_bytes",
         || "must be at least 1024".into(),
-    )?;
-    require(
+    );
+    out.require(
         server.request_timeout_secs > 0,
         "server.request_timeout_secs",
         || "must be positive".into(),
-    )?;
-    require(
+    );
+    out.require(
         (1..3000).contains(&server.ack_deadline_ms),
         "server.ack_deadline_ms",
         || {
             "must be between 1 and 2999: Feishu stops waiting after 3 s and sends the event again"
                 .into()
         },
-    )?;
-    super::limits::validate(server)?;
+    );
+    super::limits::validate(server, out);
+    // The address the listener binds; unknown when `listen` did not resolve, which is
+    // reported already.
+    let Some(addr) = server.resolved else {
+        return;
+    };
     let open = addr.ip().is_loopback() || server.allow_unauthenticated;
-    require(
+    out.require(
         server.admin_token().is_some() || open,
         "server.admin_token",
         || {
-            "required when listening on a non-loopback address (set it, or \
-         FEISHU_BRIDGE_ADMIN_TOKEN, or allow_unauthenticated = true)"
-                .into()
+            format!(
+                "required when listening on {addr}, a non-loopback address (set it, or \
+                 FEISHU_BRIDGE_ADMIN_TOKEN, or allow_unauthenticated = true)"
+            )
         },
-    )
+    );
 }
 
-fn database(database: &DatabaseConfig) -> Result<(), ConfigError> {
+fn database(database: &DatabaseConfig, out: &mut Problems) {
     let url = database.url.expose_secret();
     let known = ["sqlite:", "postgres:", "postgresql:"];
-    require(
+    out.require(
         known.iter().any(|s| url.starts_with(s)),
         "database.url",
         || "expected a sqlite://… or postgres://… URL".into(),
-    )?;
-    require(database.timeout_ms > 0, "database.timeout_ms", || {
+    );
+    out.require(database.timeout_ms > 0, "database.timeout_ms", || {
         "must be positive".into()
-    })?;
-    require(database.committers > 0, "database.committers", || {
+    });
+    out.require(database.committers > 0, "database.committers", || {
         "must be at least 1".into()
-    })
+    });
 }
 
-fn worker(worker: &WorkerConfig) -> Result<(), ConfigError> {
-    require(worker.lease_ms >= 300, "worker.lease_ms", || {
+fn worker(worker: &WorkerConfig, out: &mut Problems) {
+    out.require(worker.lease_ms >= 300, "worker.lease_ms", || {
         "must be at least 300 (a heartbeat renews it every third)".into()
-    })?;
-    require(worker.max_attempts > 0, "worker.max_attempts", || {
+    });
+    out.require(worker.max_attempts > 0, "worker.max_attempts", || {
         "must be at least 1".into()
-    })?;
-    require(worker.lanes > 0, "worker.lanes", || {
+    });
+    out.require(worker.lanes > 0, "worker.lanes", || {
         "must be at least 1".into()
-    })?;
-    require((1..=10_000).contains(&worker.batch), "worker.batch", || {
+    });
+    out.require((1..=10_000).contains(&worker.batch), "worker.batch", || {
         "must be between 1 and 10000".into()
-    })
+    });
 }
 
-fn feed(feed: &super::FeedConfig) -> Result<(), ConfigError> {
-    for (ok, key) in [
-        (feed.batch_messages > 0, "feed.batch_messages"),
-        (feed.max_wait_secs > 0, "feed.max_wait_secs"),
-        (feed.segment_items > 0, "feed.segment_items"),
-        (feed.segment_chars >= 100, "feed.segment_chars"),
-        (feed.max_unread_segments > 0, "feed.max_unread_segments"),
+fn feed(feed: &super::FeedConfig, out: &mut Problems) {
+    for (ok, key, why) in [
+        (
+            feed.batch_messages > 0,
+            "feed.batch_messages",
+            "must be at least 1",
+        ),
+        (
+            feed.max_wait_secs > 0,
+            "feed.max_wait_secs",
+            "must be at least 1",
+        ),
+        (
+            feed.segment_items > 0,
+            "feed.segment_items",
+            "must be at least 1",
+        ),
+        (
+            feed.segment_chars >= 100,
+            "feed.segment_chars",
+            "must be at least 100",
+        ),
+        (
+            feed.max_unread_segments > 0,
+            "feed.max_unread_segments",
+            "must be at least 1",
+        ),
     ] {
-        require(ok, key, || {
-            if key == "feed.segment_chars" {
-                "must be at least 100".into()
-            } else {
-                "must be at least 1".into()
-            }
-        })?;
+        out.require(ok, key, || why.into());
     }
-    Ok(())
 }
 
 /// A profile name: it is a segment of `/feishu/<name>/…` URLs.
@@ -145,21 +181,21 @@ fn is_url_segment(name: &str) -> bool {
 }
 
 /// One profile past its name; `key` names its fields (`profiles[i].…`).
-fn profile(p: &Profile, key: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
-    require(!p.app_id.trim().is_empty(), key("app_id"), || {
+fn profile(p: &Profile, key: &dyn Fn(&str) -> String, out: &mut Problems) {
+    out.require(!p.app_id.trim().is_empty(), key("app_id"), || {
         "must not be empty".into()
-    })?;
+    });
     let prefix = p.env_prefix();
     match p.connection {
         Connection::Webhook => {
-            require(
+            out.require(
                 p.verification_token.is_some(),
                 key("verification_token"),
                 || format!("missing (set it in the file or {prefix}VERIFICATION_TOKEN)"),
-            )?;
+            );
         }
         Connection::Websocket => {
-            require(
+            out.require(
                 p.app_secret
                     .as_ref()
                     .is_some_and(|s| !s.expose_secret().is_empty()),
@@ -169,43 +205,44 @@ fn profile(p: &Profile, key: &dyn Fn(&str) -> String) -> Result<(), ConfigError>
                         "required for connection = \"websocket\" (set it in the file or {prefix}APP_SECRET)"
                     )
                 },
-            )?;
+            );
         }
     }
-    require(
+    out.require(
         p.verification_token.is_none() || !p.verification_token().is_empty(),
         key("verification_token"),
         || "must not be empty".into(),
-    )?;
-    require(
+    );
+    out.require(
         p.encrypt_key.is_none() || p.encrypt_key().is_some(),
         key("encrypt_key"),
         || "must not be empty (remove the key to run without encryption)".into(),
-    )?;
-    require(
+    );
+    out.require(
         url::Url::parse(&p.api_base).is_ok(),
         key("api_base"),
         || "not a URL".into(),
-    )?;
+    );
     match p.agent.kind {
-        AgentKind::Webhook => webhook_agent(p, key),
-        AgentKind::Openai => openai_agent(p, key),
-        AgentKind::Echo => Ok(()),
+        AgentKind::Webhook => webhook_agent(p, key, out),
+        AgentKind::Openai => openai_agent(p, key, out),
+        AgentKind::Echo => {}
     }
 }
 
-fn webhook_agent(p: &Profile, key: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
-    let Some(u) = &p.agent.url else {
-        return Err(ConfigError::new(
+fn webhook_agent(p: &Profile, key: &dyn Fn(&str) -> String, out: &mut Problems) {
+    let url = p.agent.url.as_deref();
+    if out.require(url.is_some(), key("agent.url"), || {
+        "required for kind = \"webhook\"".into()
+    }) {
+        out.require(
+            url.is_some_and(|u| url::Url::parse(u).is_ok()),
             key("agent.url"),
-            "required for kind = \"webhook\"",
-        ));
-    };
-    require(url::Url::parse(u).is_ok(), key("agent.url"), || {
-        "not a URL".into()
-    })?;
+            || "not a URL".into(),
+        );
+    }
     let secret = p.agent.secret.as_ref();
-    require(
+    out.require(
         secret.is_some_and(|s| !s.expose_secret().is_empty()),
         key("agent.secret"),
         || {
@@ -214,52 +251,53 @@ fn webhook_agent(p: &Profile, key: &dyn Fn(&str) -> String) -> Result<(), Config
                 p.env_prefix()
             )
         },
-    )
+    );
 }
 
-fn openai_agent(p: &Profile, key: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
+fn openai_agent(p: &Profile, key: &dyn Fn(&str) -> String, out: &mut Problems) {
     let is_http = |u: &str| {
         url::Url::parse(u).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
     };
     let base_url = p.agent.base_url.as_deref();
-    require(base_url.is_some(), key("agent.base_url"), || {
+    if out.require(base_url.is_some(), key("agent.base_url"), || {
         format!(
             "required for kind = \"openai\" in profile {:?} (e.g. \"http://127.0.0.1:11434/v1\")",
             p.name
         )
-    })?;
-    require(base_url.is_some_and(is_http), key("agent.base_url"), || {
-        format!(
-            "profile {:?}: expected an http:// or https:// URL (e.g. \"http://127.0.0.1:11434/v1\")",
-            p.name
-        )
-    })?;
+    }) {
+        out.require(base_url.is_some_and(is_http), key("agent.base_url"), || {
+            format!(
+                "profile {:?}: expected an http:// or https:// URL (e.g. \"http://127.0.0.1:11434/v1\")",
+                p.name
+            )
+        });
+    }
     let model = p.agent.model.as_deref();
-    require(
+    out.require(
         model.is_some_and(|m| !m.trim().is_empty()),
         key("agent.model"),
         || format!("required for kind = \"openai\" in profile {:?}", p.name),
-    )
+    );
 }
 
 /// One workspace past its chat id; `key` names its fields (`workspaces[i].…`).
-fn workspace(w: &Workspace, key: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
+fn workspace(w: &Workspace, key: &dyn Fn(&str) -> String, out: &mut Problems) {
     let owned = w.owner.as_deref().is_some_and(|o| !o.is_empty());
-    require(
+    out.require(
         w.mode != WorkspaceMode::OwnerOnly || owned,
         key("owner"),
         || "required when mode = \"owner_only\"".into(),
-    )?;
-    require(
+    );
+    out.require(
         w.thread_context_limit != Some(0),
         key("thread_context_limit"),
         || "must be positive".into(),
-    )
+    );
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{ConfigError, load_from_str};
+    use super::super::{ConfigError, ConfigErrors, load_from_str};
 
     const BASE: &str = r#"
 [[profiles]]
@@ -272,7 +310,25 @@ kind = "openai"
 "#;
 
     fn load(agent_lines: &str) -> Result<super::super::Config, ConfigError> {
-        load_from_str(&format!("{BASE}{agent_lines}"), &|_| None)
+        load_from_str(&format!("{BASE}{agent_lines}"), &|_| None).map_err(ConfigErrors::single)
+    }
+
+    #[test]
+    fn the_admin_token_check_looks_at_the_resolved_address() {
+        let keys = |resolved: &str| {
+            let mut config = super::super::Config::default();
+            config.server.listen = "bridge.internal:8080".into();
+            config.server.resolved = Some(resolved.parse().expect("addr"));
+            let mut out = super::Problems::default();
+            super::validate(&config, &mut out);
+            out.into_vec()
+                .into_iter()
+                .map(|e| e.key)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(keys("10.0.0.5:8080"), ["server.admin_token"]);
+        assert_eq!(keys("127.0.0.1:8080"), Vec::<String>::new());
+        assert_eq!(keys("[::1]:8080"), Vec::<String>::new());
     }
 
     #[test]
@@ -345,7 +401,7 @@ kind = "openai"
             ("[worker]\nlanes = 0\n", "worker.lanes"),
             ("[worker]\nbatch = 0\n", "worker.batch"),
         ] {
-            let err = load_from_str(text, &|_| None).expect_err(text);
+            let err = load_from_str(text, &|_| None).expect_err(text).single();
             assert_eq!(err.key, key, "{text}");
         }
     }
@@ -370,7 +426,9 @@ kind = "openai"
                 "[[profiles]]\nname = \"p\"\napp_id = \"cli_1\"\nconnection = \"websocket\"\n{more}"
             )
         };
-        let err = load_from_str(&profile(""), &|_| None).expect_err("no secret");
+        let err = load_from_str(&profile(""), &|_| None)
+            .expect_err("no secret")
+            .single();
         assert_eq!(err.key, "profiles[0].app_secret");
         assert!(err.message.contains("websocket"), "{err}");
         let ok = load_from_str(&profile("app_secret = \"s\"\n"), &|_| None).expect("valid");
@@ -387,7 +445,9 @@ kind = "openai"
         assert!(err.is_err());
         // A webhook profile still needs its token.
         let webhook = "[[profiles]]\nname = \"p\"\napp_id = \"cli_1\"\n";
-        let err = load_from_str(webhook, &|_| None).expect_err("no token");
+        let err = load_from_str(webhook, &|_| None)
+            .expect_err("no token")
+            .single();
         assert_eq!(err.key, "profiles[0].verification_token");
     }
 
@@ -413,7 +473,7 @@ kind = "openai"
                 "feed.max_unread_segments",
             ),
         ] {
-            let err = load_from_str(bad, &|_| None).expect_err(bad);
+            let err = load_from_str(bad, &|_| None).expect_err(bad).single();
             assert_eq!(err.key, key);
         }
     }

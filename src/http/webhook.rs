@@ -146,7 +146,14 @@ async fn receive(
     let deadline = Instant::now() + Duration::from_millis(app.config.server.ack_deadline_ms);
     let handled = handle(&app, kind, &profile, &headers, body, deadline).await;
     let (label, outcome, response) = match handled {
-        Ok((outcome, resp)) => (profile.as_str(), outcome, resp),
+        Ok((outcome, mut resp)) => {
+            // What became of the callback, for people and tools (Feishu ignores it).
+            resp.headers_mut().insert(
+                crate::inbox::OUTCOME_HEADER,
+                axum::http::HeaderValue::from_static(outcome),
+            );
+            (profile.as_str(), outcome, resp)
+        }
         Err(e) => {
             let label = if matches!(e, ApiError::UnknownProfile(_)) {
                 "unknown"

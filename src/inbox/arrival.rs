@@ -70,7 +70,7 @@ impl Arrival {
         }
     }
 
-    /// The outcome's label (metrics, logs).
+    /// The outcome's label (metrics, logs, the [`OUTCOME_HEADER`] of the answer).
     pub fn label(outcome: InsertOutcome, handled: bool) -> &'static str {
         match (outcome, handled) {
             (InsertOutcome::Duplicate, _) => "duplicate",
@@ -79,3 +79,8 @@ impl Arrival {
         }
     }
 }
+
+/// The response header that says what became of an accepted callback: `accepted`,
+/// `duplicate` (stored before: nothing new happens), `skipped` (an event type the bridge
+/// does not act on), `challenge`, `deferred` (a card press answered before it was stored).
+pub const OUTCOME_HEADER: &str = "x-feishu-bridge-outcome";

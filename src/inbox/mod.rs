@@ -8,6 +8,7 @@ pub mod press;
 pub mod routed;
 pub mod worker;
 
+pub use arrival::OUTCOME_HEADER;
 pub use committer::{CommitError, Committer};
 pub use pipeline::Pipeline;
 pub use worker::{Outcome, Processed, Worker};

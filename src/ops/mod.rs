@@ -23,15 +23,17 @@ pub async fn migrate(config: &Config) -> anyhow::Result<String> {
     ))
 }
 
-/// A summary of a valid configuration, without secrets.
+/// A summary of a valid configuration, without secrets, ending with its warnings.
 pub fn describe(config: &Config) -> String {
     let mut out = String::new();
-    let source = config
-        .path()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "built-in defaults".into());
+    let source = config.source_label();
     out.push_str(&format!("config OK ({source})\n"));
-    out.push_str(&format!("listen: {}\n", config.server.listen));
+    let addr = config.server.listen_addr();
+    if config.server.listen == addr.to_string() {
+        out.push_str(&format!("listen: {addr}\n"));
+    } else {
+        out.push_str(&format!("listen: {} ({addr})\n", config.server.listen));
+    }
     out.push_str(&format!("database: {}\n", config.database.redacted_url()));
     out.push_str(&format!(
         "admin token: {}\n",
@@ -53,7 +55,12 @@ pub fn describe(config: &Config) -> String {
         ));
     }
     if config.profiles.is_empty() {
-        out.push_str("no profiles: add a [[profiles]] table to receive Feishu events\n");
+        out.push_str(&format!(
+            "no profiles in {source}: add a [[profiles]] table to receive Feishu events\n"
+        ));
+    }
+    for w in config.warnings() {
+        out.push_str(&format!("warning: {w}\n"));
     }
     out
 }

@@ -176,6 +176,7 @@ pub async fn deliver(t: &Target<'_>, step: &Step) -> anyhow::Result<String> {
     if targets.is_empty() {
         bail!("no profile to deliver to");
     }
+    let mut notes = String::new();
     for p in &targets {
         let plaintext = json!({
             "schema": "2.0",
@@ -204,6 +205,16 @@ pub async fn deliver(t: &Target<'_>, step: &Step) -> anyhow::Result<String> {
                 p.name,
                 resp.text().await.unwrap_or_default()
             );
+        }
+        let outcome = resp
+            .headers()
+            .get(crate::inbox::OUTCOME_HEADER)
+            .and_then(|v| v.to_str().ok());
+        if outcome == Some("duplicate") {
+            notes.push_str(&format!(
+                "{}: the bridge answered ev_{message_id} as a duplicate: it was stored before, so nothing new runs (give the step another id)\n",
+                p.name
+            ));
         }
     }
     let admin = t
@@ -259,7 +270,7 @@ pub async fn deliver(t: &Target<'_>, step: &Step) -> anyhow::Result<String> {
     if out.is_empty() {
         out.push_str(&format!("{message_id}: no verdict yet\n"));
     }
-    Ok(format!("== {message_id}: {}\n{out}", step.text))
+    Ok(format!("== {message_id}: {}\n{notes}{out}", step.text))
 }
 
 /// Runs a scenario file, step by step.

@@ -90,6 +90,10 @@ pub enum StoreError {
     /// A migration failed.
     #[error("migration failed")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The database could not be connected to at all: refused, unknown host, wrong
+    /// credentials, no such database. `at` is `host:port`, never the URL's password.
+    #[error("the database at {at} {why}")]
+    Unreachable { at: String, why: String },
     /// A write was not confirmed committed (its connection's transaction state was in
     /// doubt); the connection was closed and nothing may be assumed stored.
     #[error("the write was not confirmed committed")]

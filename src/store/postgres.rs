@@ -43,12 +43,52 @@ impl PgStore {
             .max_connections(max_connections)
             .acquire_timeout(timeout)
             .after_release(super::hygiene::after_release)
-            .connect_with(options);
-        let pool = tokio::time::timeout(timeout, connect)
-            .await
-            .map_err(|_| StoreError::Timeout(timeout))??;
+            .connect_with(options.clone());
+        let pool = match tokio::time::timeout(timeout, connect).await {
+            Ok(Ok(pool)) => pool,
+            Ok(Err(sqlx::Error::PoolTimedOut)) | Err(_) => {
+                return Err(why_not(&options, timeout).await);
+            }
+            Ok(Err(e)) => return Err(unreachable(&options, &e).unwrap_or(e.into())),
+        };
         Ok(Self { pool, timeout })
     }
+}
+
+/// Why a pool could not connect within `timeout`: one direct attempt tells refused,
+/// unknown host, bad credentials or no such database apart from a slow server.
+async fn why_not(options: &PgConnectOptions, timeout: std::time::Duration) -> StoreError {
+    use sqlx::Connection as _;
+    match tokio::time::timeout(timeout, sqlx::PgConnection::connect_with(options)).await {
+        Ok(Err(e)) => unreachable(options, &e).unwrap_or(StoreError::Timeout(timeout)),
+        Ok(Ok(_)) | Err(_) => StoreError::Unreachable {
+            at: at(options),
+            why: format!("did not answer within {timeout:?}"),
+        },
+    }
+}
+
+/// A connection failure in words, when it is one.
+fn unreachable(options: &PgConnectOptions, e: &sqlx::Error) -> Option<StoreError> {
+    let why = match e {
+        sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+            "refused the connection: is Postgres running and listening there?".to_string()
+        }
+        sqlx::Error::Io(io) => format!("could not be reached: {io}"),
+        sqlx::Error::Tls(t) => format!("failed the TLS handshake: {t}"),
+        // Authentication and unknown databases come back as the server's own words,
+        // which never quote the password.
+        sqlx::Error::Database(d) => format!("refused the login: {}", d.message()),
+        _ => return None,
+    };
+    Some(StoreError::Unreachable {
+        at: at(options),
+        why,
+    })
+}
+
+fn at(options: &PgConnectOptions) -> String {
+    format!("{}:{}", options.get_host(), options.get_port())
 }
 
 impl PgStore {

@@ -1,0 +1,91 @@
+#!/bin/sh
+# The demos without a Feishu app, each in one command that starts what it needs, shows
+# what happened and stops what it started (also on Ctrl-C):
+#
+#   sh examples/demo.sh            # two bots share a thread (examples/demo.toml)
+#   sh examples/demo.sh agents     # the same with a webhook agent and a streaming model
+#   sh examples/demo.sh day        # a group's day: the batched feed and the daily digest
+#
+# It builds the release binary and the local agent once, runs in a temporary directory
+# (a fresh database each time; the directory is kept for a look afterwards), and uses
+# ports 8080 (the bridge) and 9000 (the local agent) unless PORT / AGENT_PORT say others.
+set -eu
+
+demo="${1:-two-bots}"
+port="${PORT:-8080}"
+agent_port="${AGENT_PORT:-9000}"
+root=$(cd "$(dirname "$0")/.." && pwd)
+target="${CARGO_TARGET_DIR:-$root/target}"
+case "$target" in /*) ;; *) target="$root/$target" ;; esac
+
+case "$demo" in
+  two-bots) config=demo.toml scenario=scenario.toml agent=no ;;
+  agents) config=agents.toml scenario=scenario.toml agent=yes ;;
+  day) config=feed.toml scenario=feed_scenario.toml agent=yes ;;
+  *) echo "usage: sh examples/demo.sh [two-bots|agents|day]" >&2; exit 2 ;;
+esac
+
+for p in "$port" "$agent_port"; do
+  if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$p/"; then
+    echo "port $p is in use (an earlier demo still running?): stop it, or set PORT / AGENT_PORT" >&2
+    exit 1
+  fi
+done
+
+echo "building (release)…"
+(cd "$root" && cargo build --release --quiet --bin feishu-bridge --example local_agent)
+bin="$target/release/feishu-bridge"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/feishu-bridge-demo.XXXXXX")
+pids=""
+stop() {
+  for pid in $pids; do kill "$pid" 2>/dev/null || true; done
+  for pid in $pids; do wait "$pid" 2>/dev/null || true; done
+  echo "stopped; its files (database, logs, digest) are in $work"
+}
+trap stop EXIT
+trap 'exit 130' INT TERM
+
+# The example config with this run's ports; paths in it are relative to $work.
+sed -e "s/127.0.0.1:8080/127.0.0.1:$port/" -e "s/127.0.0.1:9000/127.0.0.1:$agent_port/" \
+  "$root/examples/$config" > "$work/config.toml"
+cd "$work"
+
+wait_for() {
+  i=0
+  until curl -s -o /dev/null --max-time 1 "$1"; do
+    i=$((i + 1))
+    if [ "$i" -gt 100 ]; then echo "$2 did not start; see $work/*.log" >&2; exit 1; fi
+    sleep 0.1
+  done
+}
+
+if [ "$agent" = yes ]; then
+  LOCAL_AGENT_LISTEN="127.0.0.1:$agent_port" "$target/release/examples/local_agent" > agent.log 2>&1 &
+  pids="$pids $!"
+  wait_for "http://127.0.0.1:$agent_port/" "the local agent"
+fi
+FEISHU_BRIDGE_DIGEST_API_KEY=demo-key "$bin" --config config.toml serve > bridge.log 2>&1 &
+pids="$pids $!"
+wait_for "http://127.0.0.1:$port/healthz" "the bridge"
+
+admin='Authorization: Bearer demo-admin-token'
+"$bin" --config config.toml simulate --scenario "$root/examples/$scenario"
+
+case "$demo" in
+  two-bots)
+    echo "== what the coder saw (GET /explain/om_demo_root?profile=coder)"
+    curl -s -H "$admin" -H 'Accept: text/plain' \
+      "http://127.0.0.1:$port/explain/om_demo_root?profile=coder&verbose=true"
+    ;;
+  agents)
+    echo "== the turns (GET /turns)"
+    curl -s -H "$admin" "http://127.0.0.1:$port/turns"
+    echo
+    ;;
+  day)
+    echo "== the daily digest (POST /digests/run), then the file it wrote"
+    curl -s -X POST -H "$admin" "http://127.0.0.1:$port/digests/run" > digest.json
+    cat feishu-bridge-demo-digest/digest/*.md
+    ;;
+esac

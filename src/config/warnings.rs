@@ -1,0 +1,76 @@
+//! Settings that are valid but do not do what they say: reported as warnings (by
+//! `check-config` and at `serve` start), never refused.
+//!
+//! A warning may need to know that a key was written in the file rather than left at
+//! its default; [`record_explicit`] notes that from the TOML text at load time.
+
+use super::{Config, GroupScope};
+
+/// Notes which defaulted keys the file sets explicitly (today: `profiles[i].group_scope`).
+/// `text` already deserialized into `config`, so it parses; should it not, nothing is noted.
+pub(super) fn record_explicit(config: &mut Config, text: &str) {
+    let Ok(table) = text.parse::<toml::Table>() else {
+        return;
+    };
+    let Some(profiles) = table.get("profiles").and_then(toml::Value::as_array) else {
+        return;
+    };
+    for (profile, raw) in config.profiles.iter_mut().zip(profiles) {
+        profile.group_scope_set = raw
+            .as_table()
+            .is_some_and(|t| t.contains_key("group_scope"));
+    }
+}
+
+impl Config {
+    /// Settings that are accepted but ignored, each naming its key; empty when none.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, p) in self.profiles.iter().enumerate() {
+            // `thread` agrees with thread isolation, so only the other scopes are lost.
+            if p.thread_isolation && p.group_scope_set && p.group_scope != GroupScope::Thread {
+                out.push(format!(
+                    "profiles[{i}].group_scope: ignored while thread_isolation = true (the \
+                     default); set thread_isolation = false to use it"
+                ));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::load_from_str;
+
+    const PROFILE: &str =
+        "[[profiles]]\nname = \"p\"\napp_id = \"a\"\nverification_token = \"t\"\n";
+
+    fn warnings(more: &str) -> Vec<String> {
+        let text = format!("{PROFILE}{PROFILE}{more}").replacen("\"p\"", "\"q\"", 1);
+        load_from_str(&text, &|_| None).expect("valid").warnings()
+    }
+
+    #[test]
+    fn group_scope_under_thread_isolation_is_a_warning_naming_the_profile() {
+        assert_eq!(
+            warnings("group_scope = \"per-user\"\n"),
+            [
+                "profiles[1].group_scope: ignored while thread_isolation = true (the default); \
+              set thread_isolation = false to use it"
+            ]
+        );
+        let explicit = warnings("thread_isolation = true\ngroup_scope = \"shared-chat\"\n");
+        assert_eq!(explicit.len(), 1, "{explicit:?}");
+    }
+
+    #[test]
+    fn no_warning_when_group_scope_is_used_agrees_or_is_left_alone() {
+        assert_eq!(warnings(""), Vec::<String>::new());
+        assert_eq!(
+            warnings("thread_isolation = false\ngroup_scope = \"per-user\"\n"),
+            Vec::<String>::new()
+        );
+        assert_eq!(warnings("group_scope = \"thread\"\n"), Vec::<String>::new());
+    }
+}

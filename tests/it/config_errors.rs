@@ -1,0 +1,244 @@
+//! What the binary says about a configuration: a syntax error or a bad key with its file,
+//! line and column; every validation problem at once (exit 2); host names in
+//! `server.listen`; warnings for settings that are ignored; and messages that name the
+//! config file actually read.
+
+use std::process::Output;
+
+use crate::support::{
+    TestDb,
+    cli::{Served, bridge, write_config},
+};
+
+const PROFILE: &str =
+    "[[profiles]]\nname = \"planner\"\napp_id = \"cli_x\"\nverification_token = \"t\"\n";
+
+/// `check-config` on the file at `path`.
+fn check_config(path: &str) -> Output {
+    bridge(&["--config", path, "check-config"])
+        .output()
+        .expect("runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn a_syntax_error_shows_the_file_line_column_and_the_line() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(
+        &dir,
+        &format!("{PROFILE}[server]\nlisten = \"127.0.0.1:8080\nmax_body_bytes = 4096\n"),
+    );
+    let out = check_config(&path);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with(&format!("configuration error: {path}:6:25: ")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("string"), "names what is wrong: {stderr}");
+    assert!(
+        stderr.contains("6 | listen = \"127.0.0.1:8080\n"),
+        "shows the line: {stderr}"
+    );
+    let caret = format!("  | {}^", " ".repeat(24));
+    assert!(stderr.contains(&caret), "a caret under column 25: {stderr}");
+}
+
+#[test]
+fn an_unknown_key_or_a_wrong_type_shows_where_and_which_key() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(
+        &dir,
+        &format!("[server]\nlisten = \"127.0.0.1:0\"\n\n{PROFILE}encrypt_kye = \"x\"\n"),
+    );
+    let out = check_config(&path);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "configuration error: {path}:8:1: profiles[0].encrypt_kye: unknown field `encrypt_kye`"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("8 | encrypt_kye = \"x\""), "{stderr}");
+
+    let path = write_config(&dir, "[worker]\nlanes = \"four\"\n");
+    let stderr = text(&check_config(&path).stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "configuration error: {path}:2:9: worker.lanes: invalid type: string \"four\""
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn check_config_reports_every_problem_and_exits_2() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(
+        &dir,
+        &format!(
+            "[server]\nmax_body_bytes = 10\n[worker]\nlanes = 0\n{PROFILE}encrypt_key = \"\"\n"
+        ),
+    );
+    let out = check_config(&path);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!("configuration error: {path}: server.max_body_bytes: must be at least 1024"),
+            format!("configuration error: {path}: worker.lanes: must be at least 1"),
+            format!(
+                "configuration error: {path}: profiles[0].encrypt_key: must not be empty \
+                 (remove the key to run without encryption)"
+            ),
+            "3 configuration errors".to_string(),
+        ],
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no summary for an invalid config");
+}
+
+#[test]
+fn a_host_name_listen_passes_and_shows_what_it_resolved_to() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(
+        &dir,
+        &format!("[server]\nlisten = \"localhost:0\"\n{PROFILE}"),
+    );
+    let out = check_config(&path);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("listen: localhost:0 (127.0.0.1:0)\n"),
+        "{stdout}"
+    );
+
+    let path = write_config(&dir, "[server]\nlisten = \"no-such-host.invalid:8080\"\n");
+    let out = check_config(&path);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "configuration error: {path}: server.listen: cannot resolve host \
+             \"no-such-host.invalid\"; expected an IP address or host name and a port, \
+             e.g. 127.0.0.1:8080\n"
+        )
+    );
+}
+
+#[test]
+fn check_config_warns_about_a_group_scope_that_thread_isolation_overrides() {
+    let dir = tempfile::tempdir().expect("dir");
+    let warning = "warning: profiles[0].group_scope: ignored while thread_isolation = true \
+                   (the default); set thread_isolation = false to use it\n";
+    let path = write_config(&dir, &format!("{PROFILE}group_scope = \"per-user\"\n"));
+    let out = check_config(&path);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "a warning is not an error: {stdout}");
+    assert!(stdout.starts_with("config OK"), "{stdout}");
+    assert!(stdout.ends_with(warning), "{stdout}");
+
+    let used = format!("{PROFILE}thread_isolation = false\ngroup_scope = \"per-user\"\n");
+    let path = write_config(&dir, &used);
+    let stdout = text(&check_config(&path).stdout);
+    assert!(!stdout.contains("warning"), "{stdout}");
+}
+
+#[test]
+fn the_deploy_example_passes_check_config_without_warnings() {
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/feishu-bridge.example.toml"
+    );
+    let out = bridge(&["--config", example, "check-config"])
+        .env("FEISHU_BRIDGE_ADMIN_TOKEN", "t")
+        .env("FEISHU_BRIDGE_PLANNER_VERIFICATION_TOKEN", "vt")
+        .output()
+        .expect("runs");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("profile planner:"), "{stdout}");
+    assert!(!stdout.contains("warning"), "{stdout}");
+}
+
+#[test]
+fn the_no_profiles_message_names_the_config_file_given() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("hub-a.toml");
+    std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:0\"\n").expect("write");
+    let path = path.display().to_string();
+    let stdout = text(&check_config(&path).stdout);
+    assert!(
+        stdout.contains(&format!("no profiles in {path}: ")),
+        "{stdout}"
+    );
+    let defaults = bridge(&["check-config"])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    let stdout = text(&defaults.stdout);
+    assert!(
+        stdout.contains("no profiles in built-in defaults: "),
+        "{stdout}"
+    );
+}
+
+#[tokio::test]
+async fn serve_names_the_config_file_when_it_has_no_profiles() {
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("hub-b.toml");
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[database]\nurl = \"{}\"\n",
+        db.url
+    );
+    std::fs::write(&path, config).expect("write");
+    let path = path.display().to_string();
+    let served = Served::start(&path, "info", &[]).await;
+    let (_, logs) = served.stop();
+    assert!(
+        logs.contains(&format!("no profiles configured in {path}: ")),
+        "{logs}"
+    );
+    assert!(!logs.contains("feishu-bridge.toml"), "{logs}");
+}
+
+#[tokio::test]
+async fn serve_binds_the_resolved_address_and_prints_the_warning_first() {
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(
+        &dir,
+        &format!(
+            "[server]\nlisten = \"localhost:0\"\n[database]\nurl = \"{}\"\n\
+             {PROFILE}bot_open_id = \"ou_bot\"\napi_base = \"http://127.0.0.1:9\"\n\
+             group_scope = \"shared-chat\"\n",
+            db.url
+        ),
+    );
+    let served = Served::start(&path, "info", &[]).await;
+    assert!(
+        served.base.starts_with("http://127.0.0.1:"),
+        "localhost binds its IPv4 loopback address: {}",
+        served.base
+    );
+    let healthy = reqwest::get(format!("{}/healthz", served.base))
+        .await
+        .expect("answers");
+    assert_eq!(healthy.status(), 200);
+    let (_, logs) = served.stop();
+    let warning = "warning: profiles[0].group_scope: ignored while thread_isolation = true";
+    let at = logs
+        .find(warning)
+        .unwrap_or_else(|| panic!("no warning in:\n{logs}"));
+    let listening = logs
+        .find("feishu-bridge listening")
+        .expect("listening line");
+    assert!(at < listening, "the warning comes before serving:\n{logs}");
+}
