@@ -7,7 +7,7 @@ use jiff::{civil::Time, tz::TimeZone};
 use secrecy::SecretString;
 use serde::Deserialize;
 
-use super::validate::Problems;
+use super::problems::Problems;
 
 /// `[digest]`.
 #[derive(Debug, Clone, Deserialize)]

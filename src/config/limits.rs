@@ -1,7 +1,7 @@
 //! Checks of the connection limits in `[server]`: the head, body and idle time bounds
 //! and the cap on open connections. Each error names its key.
 
-use super::{ServerConfig, validate::Problems};
+use super::{ServerConfig, problems::Problems};
 
 /// Far above any file-descriptor limit in practice; keeps the connection semaphore in range.
 const MAX_CONNECTIONS_LIMIT: u32 = 1_000_000;

@@ -71,12 +71,13 @@ fn finish(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
     apply_env(&mut config, env);
-    let mut problems = validate::Problems::default();
+    let mut problems = super::problems::Problems::default();
     match listen::resolve(&config.server.listen) {
         Ok(addr) => config.server.resolved = Some(addr),
         Err(e) => problems.push(e),
     }
     validate::validate(&config, &mut problems);
+    super::digest::validate(&config.digest, &mut problems);
     let problems = problems.into_vec();
     if problems.is_empty() {
         Ok(config)

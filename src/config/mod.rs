@@ -12,6 +12,7 @@ mod feed;
 mod limits;
 mod listen;
 mod load;
+mod problems;
 mod server;
 mod validate;
 mod warnings;

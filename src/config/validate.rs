@@ -5,40 +5,11 @@ use std::collections::HashSet;
 
 use secrecy::ExposeSecret;
 
+use super::problems::Problems;
 use super::{
     AgentKind, Config, ConfigError, Connection, DatabaseConfig, Profile, ServerConfig,
     WorkerConfig, Workspace, WorkspaceMode,
 };
-
-/// The problems found so far, in the order of the checks.
-#[derive(Debug, Default)]
-pub(super) struct Problems(Vec<ConfigError>);
-
-impl Problems {
-    /// Records `e`.
-    pub(super) fn push(&mut self, e: ConfigError) {
-        self.0.push(e);
-    }
-
-    /// Records the problem `why` makes for `key` unless `ok`; returns `ok`, so a check
-    /// that depends on this one can be skipped.
-    pub(super) fn require(
-        &mut self,
-        ok: bool,
-        key: impl Into<String>,
-        why: impl FnOnce() -> String,
-    ) -> bool {
-        if !ok {
-            self.push(ConfigError::new(key, why()));
-        }
-        ok
-    }
-
-    /// The problems, in order.
-    pub(super) fn into_vec(self) -> Vec<ConfigError> {
-        self.0
-    }
-}
 
 /// Runs every check of `config` (whose listen address is already resolved, when it
 /// could be) and records what fails in `out`.
@@ -47,7 +18,6 @@ pub(super) fn validate(config: &Config, out: &mut Problems) {
     database(&config.database, out);
     worker(&config.worker, out);
     feed(&config.feed, out);
-    super::digest::validate(&config.digest, out);
     let mut names = HashSet::new();
     for (i, p) in config.profiles.iter().enumerate() {
         let key = |field: &str| format!("profiles[{i}].{field}");
@@ -319,7 +289,7 @@ kind = "openai"
             let mut config = super::super::Config::default();
             config.server.listen = "bridge.internal:8080".into();
             config.server.resolved = Some(resolved.parse().expect("addr"));
-            let mut out = super::Problems::default();
+            let mut out = crate::config::problems::Problems::default();
             super::validate(&config, &mut out);
             out.into_vec()
                 .into_iter()
