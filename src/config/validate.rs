@@ -7,8 +7,8 @@ use secrecy::ExposeSecret;
 
 use super::problems::Problems;
 use super::{
-    AgentKind, Config, ConfigError, Connection, DatabaseConfig, Profile, ServerConfig,
-    WorkerConfig, Workspace, WorkspaceMode,
+    AgentKind, Config, Connection, DatabaseConfig, Profile, ServerConfig, WorkerConfig, Workspace,
+    WorkspaceMode,
 };
 
 /// Runs every check of `config` (whose listen address is already resolved, when it
