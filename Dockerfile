@@ -27,7 +27,7 @@
 #
 # Linted by .ci/deploy-check (hadolint).
 
-ARG RUST_IMAGE=rust:1.88-slim-bookworm
+ARG RUST_IMAGE=rust:1.89-slim-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 # ---- chef: the toolchain plus cargo-chef -------------------------------------------

@@ -27,7 +27,7 @@ use crate::{
     longconn::session::LongConnection,
     store::{self, Store},
     telemetry::Metrics,
-    turns::{Recovery, RunnerParts, TurnRunner, queue::SessionQueues},
+    turns::{Recovery, ReplicaDuties, RunnerParts, TurnRunner, queue::SessionQueues},
     util::{Clock, SystemClock},
 };
 
@@ -349,12 +349,27 @@ fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
         owner: config.replica_id(),
     };
     let queues = app.queues.clone();
-    let recovery = Recovery::new(turns);
+    let lease = Duration::from_millis(config.worker.lease_ms);
+    let recovery = Recovery::new(turns, lease);
+    let duties = ReplicaDuties::new(
+        &recovery,
+        &queues,
+        Duration::from_millis(config.worker.replica_poll_ms),
+        Duration::from_secs(config.server.shutdown_grace_secs),
+    );
+    let duties_stop = stops.turns.clone();
     tokio::spawn(app.feed.clone().run(stops.worker.clone()));
     tokio::spawn(async move {
+        // Alive before anything is picked up, so no other replica takes this one's turns.
+        duties.beat().await;
         if let Err(e) = recovery.run(&queues).await {
-            tracing::error!(error = %e, "unfinished turns could not be read; they will be picked up at the next start");
+            tracing::error!(error = %e, "unfinished turns could not be read; they are picked up by the next sweep");
         }
+        let duties = tokio::spawn(duties.run(duties_stop));
         worker.run().await;
+        // The duties end after the turns: the heartbeat is given up last.
+        if let Err(e) = duties.await {
+            tracing::warn!(error = %e, "replica duties ended abnormally");
+        }
     })
 }

@@ -6,27 +6,33 @@ use tokio::net::TcpListener;
 use super::bridge::Bridge;
 use crate::config::Config;
 
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
+/// Resolves on SIGTERM or Ctrl-C. The handlers are installed when this is called, not
+/// when the future is first polled: a signal sent right after the call is not lost.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send {
     let ctrl_c = async {
         if let Err(e) = tokio::signal::ctrl_c().await {
             tracing::error!(error = %e, "cannot listen for Ctrl-C; stopping");
         }
     };
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    let term = {
+        let registered = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+        async move {
+            match registered {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
         }
     };
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+    async move {
+        tokio::select! {
+            () = ctrl_c => {}
+            () = term => {}
+        }
     }
 }
 
@@ -43,11 +49,22 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     if config.server.admin_token().is_none() {
         tracing::warn!(%addr, "no admin_token: REST routes are open to anyone who can reach this address");
     }
+    // SQLite is one process's: say so at once if another serves the same file.
+    let _serving = {
+        use secrecy::ExposeSecret;
+        let url = config.database.url.expose_secret();
+        match url.starts_with("sqlite:") {
+            true => crate::store::SqliteStore::lock_for_serving(url).map_err(anyhow::Error::msg)?,
+            false => None,
+        }
+    };
+    // Before anything announces the service: a SIGTERM from then on stops it cleanly.
+    let stop = shutdown_signal();
     let bridge = Bridge::start(config).await?;
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr().unwrap_or(addr);
     tracing::info!(addr = %bound, backend = bridge.state().store.backend().as_str(), "feishu-bridge listening");
-    bridge.serve(listener, shutdown_signal()).await
+    bridge.serve(listener, stop).await
 }

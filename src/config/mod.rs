@@ -163,8 +163,12 @@ pub struct WorkerConfig {
     /// How often an idle worker looks for due retries and other replicas' work.
     pub poll_interval_ms: u64,
     /// How long a claimed event stays reserved for one worker; a heartbeat renews the
-    /// leases of events still in hand every third of it.
+    /// leases of events still in hand every third of it. Also how long a replica may be
+    /// silent before other replicas take its unfinished turns over.
     pub lease_ms: u64,
+    /// How often turns on other replicas are looked at: an earlier turn of a session
+    /// that a turn here waits for, and stops asked on another replica.
+    pub replica_poll_ms: u64,
     /// This process's name on its inbox claims (default `<hostname>:<listen port>`): a
     /// restart under the same name takes its earlier claims back at once (Postgres;
     /// on SQLite every claim is the one process's).
@@ -182,6 +186,7 @@ impl Default for WorkerConfig {
             retry_max_ms: 5 * 60 * 1000,
             poll_interval_ms: 1000,
             lease_ms: 30 * 1000,
+            replica_poll_ms: 250,
             replica_id: None,
         }
     }

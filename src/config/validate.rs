@@ -101,6 +101,9 @@ fn worker(worker: &WorkerConfig, out: &mut Problems) {
     out.require(worker.lease_ms >= 300, "worker.lease_ms", || {
         "must be at least 300 (a heartbeat renews it every third)".into()
     });
+    out.require(worker.replica_poll_ms > 0, "worker.replica_poll_ms", || {
+        "must be at least 1".into()
+    });
     out.require(worker.max_attempts > 0, "worker.max_attempts", || {
         "must be at least 1".into()
     });

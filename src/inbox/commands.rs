@@ -3,7 +3,8 @@
 //!
 //! * `/status` reports and changes nothing: pending history stays pending.
 //! * `/new` and `/reset` rotate the session id and clear the history scope.
-//! * `/stop` cancels the running turn of the caller's own session key, nothing else.
+//! * `/stop` cancels the running turn of the caller's own session key, nothing else,
+//!   on whichever replica it runs.
 //! * Unknown commands get the help text.
 
 use crate::{
@@ -11,7 +12,7 @@ use crate::{
     protocol::events::ChatType,
     routing::{Command, HELP},
     store::ReplyKind,
-    store::{SessionReset, SessionRow, SessionStore, StoreError},
+    store::{SessionReset, SessionRow, SessionStore, StoreError, TurnLeases},
     turns::queue::SessionQueues,
     util::{UnixMs, new_session_id},
 };
@@ -42,6 +43,7 @@ pub struct CommandCall<'a> {
 /// Runs a command and sends its answer.
 pub async fn execute(
     store: &dyn SessionStore,
+    leases: &dyn TurnLeases,
     queues: &SessionQueues,
     outbound: &dyn Outbound,
     call: &CommandCall<'_>,
@@ -83,7 +85,21 @@ pub async fn execute(
             }
         }
         Command::Stop => {
-            if queues.cancel_running(&s.session_key, None) {
+            // The session's running turn, wherever it runs: its replica watches for the
+            // stop; a turn here is cancelled at once. A turn here that has not started
+            // yet (gathering its context, or waiting for one on another replica) is
+            // stopped too.
+            let asked = leases
+                .request_stop(&s.profile, &s.session_key, UnixMs::now())
+                .await?;
+            let stopping = match asked {
+                Some(turn) => {
+                    queues.cancel_label(&turn.turn_id);
+                    true
+                }
+                None => queues.cancel_running(&s.session_key, None),
+            };
+            if stopping {
                 "Stopping the running answer of this session.".to_string()
             } else {
                 "Nothing is running in this session.".to_string()

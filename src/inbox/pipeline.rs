@@ -31,7 +31,7 @@ use crate::{
     routing::{self, Inbound, Place, Reason, Record, Sender, Verdict},
     store::{
         BatchStep, EventLog, InboxEvent, NewFeedItem, NewVerdict, ProcessedBatch, Routed,
-        SessionStore, Store, StoreError,
+        SessionStore, Store, StoreError, TurnLeases,
     },
     turns::TurnRunner,
     turns::queue::SessionQueues,
@@ -69,6 +69,7 @@ pub struct Pipeline {
     config: Arc<Config>,
     log: Arc<dyn EventLog>,
     sessions: Arc<dyn SessionStore>,
+    leases: Arc<dyn TurnLeases>,
     identities: Arc<Identities>,
     queues: SessionQueues,
     outbound: Arc<dyn Outbound>,
@@ -99,6 +100,7 @@ impl Pipeline {
             feed,
             config,
             log: store.clone(),
+            leases: store.clone(),
             sessions: store,
             identities,
             queues,
@@ -200,7 +202,7 @@ impl Pipeline {
                 let names = batch.names.entry(e.profile.clone()).or_default();
                 if let Some(routed) = self.route(&e.profile, &m, names) {
                     let now = UnixMs::now();
-                    let mut write = routed.write(now);
+                    let mut write = routed.write(now, self.turns.owner());
                     write.feed = self.feed_item(&routed, self.feed.now());
                     step.write = Some(BatchStep::Route(Box::new(write)));
                     // Names learned here label the messages after this one.
@@ -275,9 +277,15 @@ impl Pipeline {
             tracing::info!(profile = %m.profile, message_id = %m.message_id, session_key = %session.session_key, "command");
             let sessions = self.sessions.as_ref();
             return Settled::Open(
-                commands::execute(sessions, &self.queues, self.outbound.as_ref(), &call)
-                    .await
-                    .map_err(ProcessError::from),
+                commands::execute(
+                    sessions,
+                    self.leases.as_ref(),
+                    &self.queues,
+                    self.outbound.as_ref(),
+                    &call,
+                )
+                .await
+                .map_err(ProcessError::from),
             );
         }
         // Routed before: its turn was queued then (and runs, or is recovered).

@@ -169,6 +169,7 @@ impl Press {
                 let cx = ButtonContext {
                     config: &state.config,
                     turns: state.store.clone(),
+                    leases: state.store.clone(),
                     sessions: state.store.clone(),
                     queues: &state.queues,
                     background: &state.background,

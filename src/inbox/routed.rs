@@ -40,9 +40,9 @@ impl RoutedMessage {
     }
 
     /// Everything it writes, at `now`: the verdict, the records, the session mapping
-    /// (created or touched) and the turn it queues (so that a crash right after the
-    /// write cannot lose the turn).
-    pub fn write(&self, now: UnixMs) -> RouteWrite {
+    /// (created or touched) and the turn it queues, owned by `owner` (so that a crash
+    /// right after the write cannot lose the turn).
+    pub fn write(&self, now: UnixMs, owner: &str) -> RouteWrite {
         let m = &self.message;
         RouteWrite {
             verdict: NewVerdict {
@@ -67,7 +67,7 @@ impl RoutedMessage {
                 now,
             }),
             names: self.names.clone(),
-            turn: self.job.as_ref().map(|j| j.to_new_turn(now)),
+            turn: self.job.as_ref().map(|j| j.to_new_turn(now, owner)),
             feed: None,
         }
     }

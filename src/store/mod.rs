@@ -1,6 +1,6 @@
 //! Persistence: surfaces grouped by what they hold — the [`Database`] itself, the
-//! [`InboxStore`], [`SessionStore`], [`EventLog`], [`DecisionStore`], [`TurnStore`],
-//! [`OutboundStore`], the batched [`FeedStore`] and the daily [`DigestStore`] — each implemented by a SQLite and a Postgres backend, with the SQL
+//! [`InboxStore`], [`SessionStore`], [`EventLog`], [`DecisionStore`], [`TurnStore`] (and
+//! [`TurnLeases`] across replicas), [`OutboundStore`], the batched [`FeedStore`] and the daily [`DigestStore`] — each implemented by a SQLite and a Postgres backend, with the SQL
 //! written once for both (`sql`). [`Store`] is all of them.
 //!
 //! The store takes and returns the row types below, never Feishu JSON (the inbox payload
@@ -23,6 +23,7 @@ mod sessions;
 pub(crate) mod sql;
 mod sqlite;
 mod sqlite_inbox;
+mod turn_leases;
 mod turns;
 mod writer_gate;
 
@@ -52,6 +53,7 @@ pub use records::{NewContextEvent, NewItem};
 use secrecy::ExposeSecret;
 pub use sessions::{NewSession, SessionReset, SessionRow, SessionStore};
 pub use sqlite::SqliteStore;
+pub use turn_leases::{OwnedTurn, ReplicaRow, TurnLeases};
 pub use turns::{
     HistoryQuery, NewTurn, StartedTurn, TurnCompletion, TurnFilter, TurnRow, TurnStart, TurnState,
     TurnStore,
@@ -161,6 +163,7 @@ pub trait Store:
     + EventLog
     + DecisionStore
     + TurnStore
+    + TurnLeases
     + OutboundStore
     + FeedStore
     + DigestStore
@@ -174,6 +177,7 @@ impl<T> Store for T where
         + EventLog
         + DecisionStore
         + TurnStore
+        + TurnLeases
         + OutboundStore
         + FeedStore
         + DigestStore

@@ -31,7 +31,46 @@ pub struct SqliteStore {
     gate: Arc<WriterGate>,
 }
 
+/// Held by the one process serving a SQLite database file (an advisory lock on
+/// `<file>.lock` beside it), released when the process ends, however it ends.
+#[derive(Debug)]
+pub struct ServingLock {
+    _file: std::fs::File,
+}
+
 impl SqliteStore {
+    /// Takes the serving lock of the database file named by a `sqlite://` URL; `None`
+    /// for an in-memory database. Fails when another process holds it: SQLite is one
+    /// process's (several replicas share a Postgres database instead).
+    pub fn lock_for_serving(url: &str) -> Result<Option<ServingLock>, String> {
+        let options = SqliteConnectOptions::from_str(url).map_err(|e| e.to_string())?;
+        let db = options.get_filename();
+        if db.as_os_str().is_empty() || db.as_os_str() == ":memory:" {
+            return Ok(None);
+        }
+        let mut name = db.as_os_str().to_owned();
+        name.push(".lock");
+        let path = std::path::PathBuf::from(name);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(ServingLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+                "another feishu-bridge process is serving the SQLite database {} (it holds {}); \
+                 SQLite is for one process: stop the other one, or run several replicas on Postgres",
+                db.display(),
+                path.display()
+            )),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(format!("cannot lock {}: {e}", path.display()))
+            }
+        }
+    }
+
     /// Opens (creating if needed) the database file named by a `sqlite://` URL.
     pub async fn open(url: &str, timeout: Duration) -> Result<Self, StoreError> {
         Self::open_with(Self::options(url)?, timeout).await

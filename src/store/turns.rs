@@ -36,6 +36,8 @@ pub struct NewTurn {
     /// Everything needed to run it again after a restart (JSON).
     pub job_json: String,
     pub queued_at: UnixMs,
+    /// The replica that queues it, and runs it while alive (`worker.replica_id`).
+    pub owner: String,
 }
 
 /// A stored turn.
@@ -70,6 +72,8 @@ pub struct TurnRow {
     pub card_id: Option<String>,
     /// Why it failed or was cancelled.
     pub error: Option<String>,
+    /// The replica that owns it (runs it, or recovers it).
+    pub lease_owner: Option<String>,
     pub queued_at: UnixMs,
     pub started_at: Option<UnixMs>,
     /// Unix ms the agent answered.
@@ -112,6 +116,8 @@ pub struct TurnStart<'a> {
     /// Pending history to consume: (profile, history scope, up to this event id).
     pub consume: Option<(&'a str, &'a str, i64)>,
     pub now: UnixMs,
+    /// The replica starting it: a turn another replica took over does not start here.
+    pub owner: &'a str,
 }
 
 /// A started turn.
@@ -138,7 +144,8 @@ pub trait TurnStore: Send + Sync + 'static {
     /// Starts a queued turn, in one transaction: it moves to running in the decision's
     /// session id, the decision is recorded (linked from the verdict and the turn), and
     /// the pending history is consumed up to the snapshot. `None`, with nothing written,
-    /// when the turn is no longer queued (cancelled or finished meanwhile).
+    /// when the turn is no longer queued (cancelled or finished meanwhile) or no longer
+    /// this replica's.
     async fn start_turn(&self, s: &TurnStart<'_>) -> Result<Option<StartedTurn>, StoreError>;
     /// Remembers the card a streaming answer is shown in (its message, and its CardKit
     /// entity when it is one).

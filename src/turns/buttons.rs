@@ -20,7 +20,7 @@ use crate::{
     config::{Config, WorkspaceMode},
     protocol::events::{self, TypedEvent, UserIds},
     routing::{Sender, may_act_on_session},
-    store::{SessionReset, SessionStore, TurnRow, TurnState, TurnStore},
+    store::{SessionReset, SessionStore, TurnLeases, TurnRow, TurnState, TurnStore},
     util::{UnixMs, new_session_id},
 };
 
@@ -31,6 +31,8 @@ pub struct ButtonContext<'a> {
     pub config: &'a Config,
     /// The turn a button names.
     pub turns: Arc<dyn TurnStore>,
+    /// Where a stop for a turn running on another replica is asked.
+    pub leases: Arc<dyn TurnLeases>,
     /// Its session, which "new session" rotates.
     pub sessions: Arc<dyn SessionStore>,
     /// Where a running turn is stopped.
@@ -136,10 +138,16 @@ pub async fn answer(
     tracing::info!(profile, turn_id = %turn.turn_id, session_key = %turn.session_key, action, "card action");
     match action.as_str() {
         ACTION_STOP => {
-            if cx
-                .queues
-                .cancel_running(&turn.session_key, Some(&turn.turn_id))
-            {
+            if cx.queues.cancel_label(&turn.turn_id) {
+                toast("success", "Stopping this answer.")
+            } else if turn.state == TurnState::Running {
+                // Running on another replica: it watches for the stop.
+                let leases = cx.leases.clone();
+                cx.background.spawn(async move {
+                    if let Err(e) = leases.request_stop_turn(&turn.turn_id, UnixMs::now()).await {
+                        tracing::warn!(turn_id = %turn.turn_id, error = %e, "a stop for a turn on another replica was not recorded; it runs on");
+                    }
+                });
                 toast("success", "Stopping this answer.")
             } else if turn.state == TurnState::Queued {
                 // Not started yet: it never will.

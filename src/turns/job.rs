@@ -76,7 +76,7 @@ impl TurnJob {
     }
 
     /// The row that queues this job.
-    pub fn to_new_turn(&self, now: UnixMs) -> NewTurn {
+    pub fn to_new_turn(&self, now: UnixMs, owner: &str) -> NewTurn {
         NewTurn {
             turn_id: self.turn_id.clone(),
             profile: self.profile.clone(),
@@ -87,6 +87,7 @@ impl TurnJob {
             // Plain strings, booleans and options: serializing cannot fail.
             job_json: serde_json::to_string(self).unwrap_or_default(),
             queued_at: now,
+            owner: owner.to_string(),
         }
     }
 

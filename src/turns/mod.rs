@@ -10,6 +10,11 @@
 //! the routing transaction of their request, the agent's answer stored before it is
 //! posted, and unfinished ones picked up after a restart (`recovery`).
 //!
+//! Several replicas may share one database, each running turns: a turn is owned by the
+//! replica that queued it; a session's turns run one at a time, whichever replica runs
+//! them (`order`); each replica renews its heartbeat, takes over the turns of replicas
+//! that stopped renewing theirs, and watches for stops asked elsewhere (`duties`).
+//!
 //! The types call each other one way: [`Recovery`] uses the [`TurnRunner`], which
 //! gathers a turn's context (`gather`), hands it to the agent, and leaves everything the
 //! user is told to the `Deliverer` (`deliver`, with the streaming card of `stream`).
@@ -18,14 +23,17 @@
 pub mod buttons;
 pub mod card;
 mod deliver;
+mod duties;
 mod gather;
 mod job;
+mod order;
 mod persist;
 pub mod queue;
 mod recovery;
 mod runner;
 mod stream;
 
+pub use duties::ReplicaDuties;
 pub use job::{Outcome, TurnDone, TurnJob};
 pub use recovery::{Recovered, Recovery};
 pub use runner::{RunnerParts, TurnRunner};

@@ -26,6 +26,8 @@ struct KeyState {
     queued: usize,
     /// The running job's token and label.
     running: Option<(CancellationToken, String)>,
+    /// The labels of its queued and running jobs.
+    labels: Vec<String>,
 }
 
 /// The per-key queues.
@@ -70,6 +72,7 @@ impl SessionQueues {
         let mut keys = self.lock();
         let state = keys.entry(key.to_string()).or_default();
         state.queued += 1;
+        state.labels.push(label.to_string());
         // A runner exists exactly while the key has an entry with a sender: it holds the
         // receiver until it retires under this same lock, so this send cannot fail.
         let job = match &state.tx {
@@ -104,8 +107,11 @@ impl SessionQueues {
                 (job, token)
             };
             job(token).await;
-            if let Some(state) = self.lock().get_mut(&key) {
-                state.running = None;
+            if let Some(state) = self.lock().get_mut(&key)
+                && let Some((_, label)) = state.running.take()
+                && let Some(at) = state.labels.iter().position(|l| *l == label)
+            {
+                state.labels.remove(at);
             }
         }
     }
@@ -120,6 +126,30 @@ impl SessionQueues {
             }
             _ => false,
         }
+    }
+
+    /// Cancels the running job labelled `label`, whichever key it runs under; `false`
+    /// when no such job runs.
+    pub fn cancel_label(&self, label: &str) -> bool {
+        let keys = self.lock();
+        let running = keys
+            .values()
+            .filter_map(|s| s.running.as_ref())
+            .find(|(_, l)| l == label);
+        match running {
+            Some((token, _)) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a job labelled `label` is queued or running here.
+    pub fn holds(&self, label: &str) -> bool {
+        self.lock()
+            .values()
+            .any(|s| s.labels.iter().any(|l| l == label))
     }
 
     /// One key's state.
@@ -228,11 +258,11 @@ mod tests {
         let q = SessionQueues::new();
         let (tx, mut rx) = mpsc::unbounded_channel::<(&'static str, bool)>();
         let (started_tx, mut started) = mpsc::unbounded_channel::<&'static str>();
-        for key in ["a", "b"] {
+        for (key, label) in [("a", "a-job"), ("b", "b-job")] {
             let (tx, started_tx) = (tx.clone(), started_tx.clone());
             q.submit(
                 key,
-                "",
+                label,
                 job(move |token| async move {
                     started_tx.send(key).ok();
                     token.cancelled().await;
@@ -246,7 +276,9 @@ mod tests {
         assert_eq!(rx.recv().await, Some(("a", true)));
         assert!(q.status("b").running, "b is untouched");
         assert!(!q.cancel_running("nope", None));
-        assert!(q.cancel_running("b", None));
+        assert!(q.holds("b-job") && !q.holds("c-job"));
+        assert!(!q.cancel_label("c-job"));
+        assert!(q.cancel_label("b-job"), "found by its label");
         assert_eq!(rx.recv().await, Some(("b", true)));
     }
 }

@@ -1,10 +1,11 @@
-//! After a restart: turns the previous run left unfinished are picked up, never silently
-//! dropped. Queued turns are queued again (in their order); a turn whose answer was
+//! After a restart, and while running for replicas that stopped: unfinished turns are
+//! picked up, never silently dropped; each by exactly one replica (its owner, or the one
+//! whose takeover of a dead replica's turn went through first). Queued turns are queued again (in their order); a turn whose answer was
 //! stored before the crash has it delivered (with the same uuids, so Feishu posts it
 //! once even if the first attempt got through); a turn that was still waiting for its
 //! agent is failed and its user told.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use super::{
     card::CardState,
@@ -15,7 +16,8 @@ use super::{
 };
 use crate::{
     feishu_api::{outbound::PostedCard, reply::Sent},
-    store::{StoreError, TurnRow, TurnState},
+    store::{StoreError, TurnLeases, TurnRow, TurnState},
+    util::UnixMs,
 };
 
 /// What recovery found.
@@ -29,53 +31,69 @@ pub struct Recovered {
     pub interrupted: usize,
 }
 
+impl Recovered {
+    fn count(&mut self, how: How) {
+        match how {
+            How::Requeue => self.requeued += 1,
+            How::Deliver => self.delivering += 1,
+            How::Interrupt => self.interrupted += 1,
+        }
+    }
+}
+
+/// What becomes of one unfinished turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    Requeue,
+    Deliver,
+    Interrupt,
+}
+
+/// The session queue of the turns taken over from another replica while this one runs:
+/// beside the session's own queue, whose next turn may be waiting for exactly these
+/// (the database keeps the order between the two).
+fn taken_over_key(session_key: &str) -> String {
+    format!("{session_key}\u{1f}taken-over")
+}
+
 /// Picks up the turns an earlier run left unfinished, through the runner that runs new
-/// ones.
+/// ones; and, while this replica runs, the turns of replicas that stopped renewing their
+/// heartbeat.
 #[derive(Debug, Clone)]
 pub struct Recovery {
     runner: Arc<TurnRunner>,
+    /// A replica whose heartbeat is older than this is taken for dead.
+    lease: Duration,
 }
 
 impl Recovery {
-    /// Recovery through `runner`.
-    pub fn new(runner: Arc<TurnRunner>) -> Self {
-        Self { runner }
+    /// Recovery through `runner`; replicas silent for `lease` are taken for dead.
+    pub fn new(runner: Arc<TurnRunner>, lease: Duration) -> Self {
+        Self { runner, lease }
     }
 
-    /// Picks up every unfinished turn, through the session queues so that each session
-    /// keeps its order.
+    /// How long a replica may be silent before it is taken for dead.
+    pub(super) fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// The runner its turns go through.
+    pub(super) fn runner(&self) -> &Arc<TurnRunner> {
+        &self.runner
+    }
+
+    fn leases(&self) -> &dyn TurnLeases {
+        self.runner.leases()
+    }
+
+    fn alive_since(&self, now: UnixMs) -> UnixMs {
+        UnixMs(now.0 - i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    /// At start: picks up this replica's unfinished turns and those of dead replicas,
+    /// through the session queues so that each session keeps its order.
     pub async fn run(&self, queues: &SessionQueues) -> Result<Recovered, StoreError> {
-        let mut found = Recovered::default();
-        for row in self.runner.store().unfinished_turns().await? {
-            let state = row.state;
-            let job = serde_json::from_str::<TurnJob>(&row.job_json).ok();
-            let (key, label) = (row.session_key.clone(), row.turn_id.clone());
-            let this = self.clone();
-            match (state, job) {
-                (TurnState::Queued, Some(job)) => {
-                    found.requeued += 1;
-                    self.runner.submit(queues, job);
-                }
-                (TurnState::Running, Some(job)) if row.output.is_some() => {
-                    found.delivering += 1;
-                    queues.submit(
-                        &key,
-                        &label,
-                        Box::new(move |_| Box::pin(async move { this.resume(row, job).await })),
-                    );
-                }
-                (_, job) => {
-                    found.interrupted += 1;
-                    queues.submit(
-                        &key,
-                        &label,
-                        Box::new(move |_| {
-                            Box::pin(async move { this.interrupted(row, job).await })
-                        }),
-                    );
-                }
-            }
-        }
+        let found = self.pick_up(queues, true).await?;
         if found != Recovered::default() {
             tracing::info!(
                 requeued = found.requeued,
@@ -85,6 +103,85 @@ impl Recovery {
             );
         }
         Ok(found)
+    }
+
+    /// While running: takes over the turns of replicas that stopped renewing their
+    /// heartbeat, and this replica's own turns that nothing here holds any more (a turn
+    /// whose end could not be written), once they are older than the lease.
+    pub async fn sweep(&self, queues: &SessionQueues) -> Result<Recovered, StoreError> {
+        let found = self.pick_up(queues, false).await?;
+        if found != Recovered::default() {
+            tracing::warn!(
+                requeued = found.requeued,
+                delivering = found.delivering,
+                interrupted = found.interrupted,
+                "unfinished turns of a replica that stopped taken over"
+            );
+        }
+        Ok(found)
+    }
+
+    async fn pick_up(
+        &self,
+        queues: &SessionQueues,
+        at_start: bool,
+    ) -> Result<Recovered, StoreError> {
+        let me = self.runner.owner().to_string();
+        let now = UnixMs::now();
+        let alive_since = self.alive_since(now);
+        let mut found = Recovered::default();
+        for row in self.leases().claimable_turns(&me, alive_since).await? {
+            let mine = row.lease_owner.as_deref() == Some(me.as_str());
+            if mine && !at_start && (queues.holds(&row.turn_id) || row.queued_at > alive_since) {
+                // In hand here, or too new to be lost.
+                continue;
+            }
+            if !mine
+                && !self
+                    .leases()
+                    .take_turn(&row.turn_id, row.lease_owner.as_deref(), &me)
+                    .await?
+            {
+                // Another replica took it first, or it ended.
+                continue;
+            }
+            let key = if at_start {
+                row.session_key.clone()
+            } else {
+                taken_over_key(&row.session_key)
+            };
+            found.count(self.dispatch(queues, &key, row));
+        }
+        Ok(found)
+    }
+
+    /// Queues what becomes of one unfinished turn under the session queue `key`.
+    fn dispatch(&self, queues: &SessionQueues, key: &str, row: TurnRow) -> How {
+        let job = serde_json::from_str::<TurnJob>(&row.job_json).ok();
+        let label = row.turn_id.clone();
+        let this = self.clone();
+        match (row.state, job) {
+            (TurnState::Queued, Some(job)) => {
+                self.runner.submit_under(queues, key, job);
+                How::Requeue
+            }
+            (TurnState::Running, Some(job)) if row.output.is_some() => {
+                queues.submit(
+                    key,
+                    &label,
+                    Box::new(move |_| Box::pin(async move { this.resume(row, job).await })),
+                );
+                How::Deliver
+            }
+            (_, job) => {
+                queues.submit(
+                    key,
+                    &label,
+                    Box::new(move |_| Box::pin(async move { this.interrupted(row, job).await })),
+                );
+                How::Interrupt
+            }
+        }
     }
 
     /// Delivers an answer stored before the restart.

@@ -13,6 +13,7 @@ use super::{
     deliver::{Deliverer, INTERRUPTED},
     gather::{Gathered, Gatherer},
     job::{Outcome, ReplyTo, TurnDone, TurnError, TurnJob},
+    order::{SessionOrder, Waited},
     persist::{pause, persist},
     queue::SessionQueues,
 };
@@ -28,7 +29,8 @@ use crate::{
         outbound::{Outbound, PostedCard},
     },
     store::{
-        HistoryQuery, SessionRow, SessionStore, StartedTurn, Store, TurnStart, TurnState, TurnStore,
+        HistoryQuery, SessionRow, SessionStore, StartedTurn, Store, TurnLeases, TurnStart,
+        TurnState, TurnStore,
     },
     telemetry::Metrics,
     util::UnixMs,
@@ -47,6 +49,7 @@ pub struct TurnRunner {
     config: Arc<Config>,
     sessions: Arc<dyn SessionStore>,
     store: Arc<dyn TurnStore>,
+    leases: Arc<dyn TurnLeases>,
     identities: Arc<Identities>,
     gatherer: Gatherer,
     deliverer: Arc<Deliverer>,
@@ -57,6 +60,10 @@ pub struct TurnRunner {
     /// Cancelled when the bridge shuts down: a turn cancelled then was interrupted, not
     /// stopped by its user, and a queued one stays queued for the next start.
     shutdown: CancellationToken,
+    /// This replica's name on the turns it queues and runs.
+    owner: String,
+    /// Waits for a session's earlier turns on other replicas.
+    order: SessionOrder,
 }
 
 impl std::fmt::Debug for TurnRunner {
@@ -121,9 +128,18 @@ impl TurnRunner {
             p.clients,
             p.identities.clone(),
         );
+        let order = SessionOrder {
+            leases: p.store.clone(),
+            done: p.done.clone(),
+            poll: std::time::Duration::from_millis(p.config.worker.replica_poll_ms.max(1)),
+            shutdown: p.shutdown.clone(),
+        };
         Self {
+            owner: p.config.replica_id(),
+            order,
             config: p.config,
             sessions: p.store.clone(),
+            leases: p.store.clone(),
             store: p.store,
             identities: p.identities,
             gatherer,
@@ -136,9 +152,19 @@ impl TurnRunner {
         }
     }
 
-    /// The turns (recovery reads the unfinished ones).
-    pub(super) fn store(&self) -> &Arc<dyn TurnStore> {
-        &self.store
+    /// Who owns which turn.
+    pub(super) fn leases(&self) -> &dyn TurnLeases {
+        self.leases.as_ref()
+    }
+
+    /// The same, shared.
+    pub(super) fn leases_arc(&self) -> Arc<dyn TurnLeases> {
+        self.leases.clone()
+    }
+
+    /// This replica's name on its turns (`worker.replica_id`).
+    pub fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// What tells users about turns (recovery delivers stored answers through it).
@@ -149,10 +175,16 @@ impl TurnRunner {
     /// Queues a job behind its session's earlier turns (labelled with its turn id, so a
     /// card's stop button can name exactly this turn).
     pub fn submit(self: &Arc<Self>, queues: &SessionQueues, job: TurnJob) {
+        let key = job.session_key.clone();
+        self.submit_under(queues, &key, job);
+    }
+
+    /// Queues a job in the session queue `key`.
+    pub(super) fn submit_under(self: &Arc<Self>, queues: &SessionQueues, key: &str, job: TurnJob) {
         let runner = self.clone();
-        let (key, label) = (job.session_key.clone(), job.turn_id.clone());
+        let label = job.turn_id.clone();
         queues.submit(
-            &key,
+            key,
             &label,
             Box::new(move |cancel| Box::pin(async move { runner.run(job, cancel).await })),
         );
@@ -165,6 +197,16 @@ impl TurnRunner {
         if self.shutdown.is_cancelled() {
             // Shutting down: it stays queued and runs after the next start.
             return;
+        }
+        match self.order.wait(&job, &cancel).await {
+            Waited::Go => {}
+            Waited::Shutdown => return,
+            Waited::Cancelled => {
+                let outcome = self.end_cancelled(&job, None).await;
+                let outcome = outcome.unwrap_or(Outcome::Failed);
+                self.announce(&job.profile, &job.message_id, &job.turn_id, outcome);
+                return;
+            }
         }
         let mut failures = 0u32;
         let outcome = loop {
@@ -316,6 +358,7 @@ impl TurnRunner {
             decision: &decision,
             consume,
             now: UnixMs::now(),
+            owner: &self.owner,
         };
         let Some(StartedTurn {
             row_id,

@@ -12,7 +12,7 @@ use crate::support::{
 };
 
 /// A bridge config with these limits (seconds) and no worker: only ingress matters.
-fn limited(db: &TestDb, header: u64, body: u64, idle: u64, cap: u32) -> Config {
+pub(crate) fn limited(db: &TestDb, header: u64, body: u64, idle: u64, cap: u32) -> Config {
     let mut cfg = config(&config_toml(db, ""));
     cfg.worker.enabled = false;
     cfg.server.header_timeout_secs = header;
@@ -23,7 +23,7 @@ fn limited(db: &TestDb, header: u64, body: u64, idle: u64, cap: u32) -> Config {
 }
 
 /// How many connections the bridge closed for `reason`.
-fn closed_for(metrics: &str, reason: &str) -> f64 {
+pub(crate) fn closed_for(metrics: &str, reason: &str) -> f64 {
     sample(
         metrics,
         &format!("feishu_bridge_http_connections_closed_total{{reason=\"{reason}\"}}"),

@@ -206,5 +206,35 @@ async fn simulate_runs_the_example_scenario_against_a_running_bridge() {
             && stdout.contains("request      what next?"),
         "{stdout}"
     );
+
+    // The same message id again: the bridge answers it as a duplicate, and simulate says so.
+    let again = |id: &str| {
+        bridge(&[
+            "--config",
+            &path,
+            "simulate",
+            "--url",
+            &app.base,
+            "--profile",
+            "planner",
+            "--chat",
+            "oc_demo",
+            "--root",
+            "om_demo_root",
+            "--message-id",
+            id,
+            "--text",
+            "@planner and then?",
+        ])
+        .output()
+        .expect("runs")
+    };
+    let first = String::from_utf8_lossy(&again("om_sim_twice").stdout).into_owned();
+    assert!(!first.contains("as a duplicate"), "{first}");
+    let second = String::from_utf8_lossy(&again("om_sim_twice").stdout).into_owned();
+    assert!(
+        second.contains("planner: the bridge answered ev_om_sim_twice as a duplicate"),
+        "{second}"
+    );
     app.stop().await.expect("clean stop");
 }

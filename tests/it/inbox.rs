@@ -18,13 +18,18 @@ async fn same_event_five_times(db: TestDb) {
         .map(|_| signer.message("ev-dup", "om-dup", "run it"))
         .collect();
     let a = app.event(&copies[0]).await;
-    assert_eq!(a.status, 200);
+    assert_eq!((a.status, a.outcome.as_deref()), (200, Some("accepted")));
     let concurrent = futures_join3(&app, &copies[1], &copies[2], &copies[3]).await;
     for a in concurrent {
         assert_eq!((a.status, &a.json), (200, &json!({"msg": "success"})));
+        assert_eq!(
+            a.outcome.as_deref(),
+            Some("duplicate"),
+            "the header says so"
+        );
     }
     let a = app.event(&copies[4]).await;
-    assert_eq!(a.status, 200);
+    assert_eq!((a.status, a.outcome.as_deref()), (200, Some("duplicate")));
 
     let p = app.processed("ev-dup").await;
     assert_eq!(p.outcome, "done");

@@ -16,6 +16,7 @@ pub(crate) mod feed;
 pub(crate) mod inbox;
 pub(crate) mod outbound;
 pub(crate) mod sessions;
+pub(crate) mod turn_leases;
 pub(crate) mod turns;
 pub(crate) mod writes;
 
@@ -47,6 +48,7 @@ macro_rules! impl_store {
         $crate::store::sql::event_log::impl_event_log!($store);
         $crate::store::sql::decisions::impl_decision_store!($store);
         $crate::store::sql::turns::impl_turn_store!($store);
+        $crate::store::sql::turn_leases::impl_turn_leases!($store);
         $crate::store::sql::outbound::impl_outbound_store!($store);
         $crate::store::sql::feed::impl_feed_store!($store);
         $crate::store::sql::digests::impl_digest_store!($store);

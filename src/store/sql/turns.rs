@@ -2,12 +2,12 @@
 
 pub(crate) const TURN_COLUMNS: &str = "id, turn_id, profile, session_key, session_id, chat_id, \
      message_id, request_text, job_json, state, decision_id, output, reply_message_id, \
-     card_message_id, card_id, error, \
+     card_message_id, card_id, error, lease_owner, \
      queued_at, started_at, answered_at, finished_at";
 
 pub(crate) const START: &str = "\
 UPDATE turns SET state = 'running', session_id = $2, started_at = $3, decision_id = $4
-WHERE turn_id = $1 AND state = 'queued' RETURNING id";
+WHERE turn_id = $1 AND state = 'queued' AND lease_owner = $5 RETURNING id";
 
 pub(crate) const END: &str = "\
 UPDATE turns SET state = $2, error = $3, finished_at = $4
@@ -43,6 +43,7 @@ macro_rules! impl_turn_store {
                         &s.decision.session_id,
                         s.now,
                         decision_id,
+                        s.owner,
                     );
                     let Some(row_id) = row_id else {
                         // No longer queued: nothing of this start is kept.

@@ -112,8 +112,8 @@ ON CONFLICT (profile, history_scope) DO UPDATE SET
 
 pub(crate) const INSERT_TURN: &str = "\
 INSERT INTO turns (turn_id, profile, session_key, chat_id, message_id, request_text, job_json,
-                   state, queued_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8)";
+                   state, queued_at, lease_owner)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9)";
 
 /// Inserts a turn inside an open transaction.
 macro_rules! insert_turn {
@@ -131,6 +131,7 @@ macro_rules! insert_turn {
             &$t.request_text,
             &$t.job_json,
             $t.queued_at,
+            &$t.owner,
         );
     };
 }

@@ -713,8 +713,9 @@ both_backends!(
 
 async fn recall_reaches_decisions_and_turns(db: TestDb) {
     let s = open(&db).await;
-    for t in ["t1", "t2", "t3"] {
-        queue(&*s, turn("a", KEY, t)).await;
+    // t3 in a session of its own: one running turn per session.
+    for (t, key) in [("t1", KEY), ("t2", KEY), ("t3", "thread:oc_1:om_root")] {
+        queue(&*s, turn("a", key, t)).await;
     }
     // t2's decision quotes t1's message; t3's holds only its own.
     let quoting = NewDecision {
@@ -833,11 +834,11 @@ async fn purge_keeps_unfinished(db: TestDb) {
         },
     )
     .await;
-    start(&*s, "running", "sid-1").await.expect("started");
     start(&*s, "succeeded", "sid-1").await.expect("started");
     s.complete_turn(&completion("a", "succeeded", None))
         .await
         .expect("complete");
+    start(&*s, "running", "sid-1").await.expect("started");
     for (t, state) in [
         ("failed", TurnState::Failed),
         ("cancelled", TurnState::Cancelled),

@@ -15,6 +15,7 @@ mod inbox;
 mod outbound;
 mod said_order;
 mod sessions;
+mod turn_leases;
 mod turns;
 
 use std::sync::Arc;
@@ -168,7 +169,11 @@ async fn map_session(s: &dyn Store, new: NewSession) -> SessionRow {
     routed.session.expect("the session mapping")
 }
 
-/// Turn `turn_id` of `profile` in session `key`, for message `om_<turn_id>`, queued at 100.
+/// The replica that queues and starts the conformance suite's turns.
+const OWNER: &str = "replica-a";
+
+/// Turn `turn_id` of `profile` in session `key`, for message `om_<turn_id>`, queued at
+/// 100 by [`OWNER`].
 fn turn(profile: &str, key: &str, turn_id: &str) -> NewTurn {
     NewTurn {
         turn_id: turn_id.into(),
@@ -179,6 +184,7 @@ fn turn(profile: &str, key: &str, turn_id: &str) -> NewTurn {
         request_text: format!("ask {turn_id}"),
         job_json: format!("{{\"turn\":\"{turn_id}\"}}"),
         queued_at: UnixMs(100),
+        owner: OWNER.into(),
     }
 }
 
@@ -239,6 +245,7 @@ async fn start_with(
         decision,
         consume,
         now: UnixMs(200),
+        owner: OWNER,
     };
     s.start_turn(&start).await.expect("start")
 }

@@ -83,6 +83,7 @@ async fn queued_then_started(db: TestDb) {
         card_message_id: None,
         card_id: None,
         error: None,
+        lease_owner: Some("replica-a".into()),
         queued_at: UnixMs(100),
         started_at: None,
         answered_at: None,
@@ -170,7 +171,9 @@ async fn consumes_history(db: TestDb) {
     assert_eq!(rest.len(), 1);
     assert_eq!(rest[0].message_id, "om_3");
 
-    // A later start with an older snapshot brings nothing back.
+    // A later start with an older snapshot brings nothing back (once t1 ended: one
+    // running turn per session).
+    assert!(end(&*s, "t1", TurnState::Failed, "agent down").await);
     let older = event_id(&*s, "a", "om_1").await;
     let d2 = decision("a", "om_t2", "sid-1");
     let started = start_with(&*s, "t2", &d2, Some(("a", SCOPE, older))).await;
@@ -442,6 +445,7 @@ async fn session_history(db: TestDb) {
     answered(&*s, "a", "dm:ou_alice", "t7", "sid-1").await;
     queue(&*s, turn("a", KEY, "now")).await;
     let current = start(&*s, "now", "sid-1").await.expect("started");
+    assert!(end(&*s, "now", TurnState::Failed, "agent down").await);
     answered(&*s, "a", KEY, "t8", "sid-1").await;
 
     let read_back = |session_id: &'static str, before: i64, limit: i64| {

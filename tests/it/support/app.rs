@@ -72,6 +72,8 @@ pub struct Answer {
     pub json: Value,
     /// Body as text.
     pub text: String,
+    /// The `X-Feishu-Bridge-Outcome` header, when the answer has one.
+    pub outcome: Option<String>,
 }
 
 impl Answer {
@@ -334,9 +336,19 @@ impl TestApp {
 /// Reads a response into an [`Answer`].
 pub async fn answer(r: reqwest::Response) -> Answer {
     let status = r.status().as_u16();
+    let outcome = r
+        .headers()
+        .get(feishu_bridge::inbox::OUTCOME_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let text = r.text().await.unwrap_or_default();
     let json = serde_json::from_str(&text).unwrap_or(Value::Null);
-    Answer { status, json, text }
+    Answer {
+        status,
+        json,
+        text,
+        outcome,
+    }
 }
 
 /// The (latest) turn of a request message, read from a store.

@@ -1,0 +1,249 @@
+//! Several replicas on one Postgres database, each running its worker and its turns: a
+//! request is answered once by one replica; a session's turns run one at a time whichever
+//! replica runs them; `/stop` reaches a turn on another replica; a dead replica's turns
+//! are taken over (the running one failed with a notice, the queued one run). With
+//! SQLite, a second process on the same file is refused at start.
+//!
+//! Each replica polls its inbox only once an hour here, so an event is processed by the
+//! replica it was posted to (its arrival wakes that replica's worker): the tests decide
+//! where each turn is queued.
+
+use feishu_bridge::store::TurnRow;
+use tokio::sync::broadcast;
+
+use crate::support::{
+    Signer, TestApp, TestDb,
+    cli::{bridge, write_config},
+    config, config_toml,
+    crash::Crashable,
+    fake_feishu::FakeFeishu,
+    feishu::Msg,
+    gated_agent::GatedAgent,
+    next_matching,
+};
+
+/// The config of replica `name`: the inbox polled rarely, turns on other replicas often,
+/// and a short lease.
+fn replica(db: &TestDb, fake: &FakeFeishu, agent: &str, name: &str) -> String {
+    let text = config_toml(db, &format!("{}{agent}", fake.profile_keys()));
+    text.replace(
+        "[worker]\npoll_interval_ms = 50\n",
+        &format!(
+            "[worker]\npoll_interval_ms = 3600000\nreplica_poll_ms = 10\nlease_ms = 600\n\
+             replica_id = \"{name}\"\n"
+        ),
+    )
+}
+
+/// Waits until the turn of `message_id` has ended, on whichever of `apps` runs it.
+async fn ended(apps: &[&TestApp], message_id: &str) -> TurnRow {
+    let mut done: Vec<_> = apps
+        .iter()
+        .map(|a| a.state.turns_done.subscribe())
+        .collect();
+    loop {
+        let row = apps[0].turn_of(message_id).await;
+        if !matches!(row.state.as_str(), "queued" | "running") {
+            return row;
+        }
+        let what = format!("the end of the turn of {message_id}");
+        let (first, rest) = done.split_at_mut(1);
+        tokio::select! {
+            _ = next_matching(&mut first[0], &what, |_| true) => {}
+            _ = any(rest, &what) => {}
+        }
+    }
+}
+
+async fn any(rx: &mut [broadcast::Receiver<feishu_bridge::turns::TurnDone>], what: &str) {
+    match rx.first_mut() {
+        Some(rx) => {
+            next_matching(rx, what, |_| true).await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// The texts the fake Open API posted in reply to `message_id`.
+fn replies_to(fake: &FakeFeishu, message_id: &str) -> Vec<String> {
+    let sent = fake.state.sent.lock().expect("lock");
+    sent.iter()
+        .filter(|(to, _)| to == message_id)
+        .map(|(_, body)| body["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    pg_unreachable,
+    ignore = "Postgres was unreachable when the tests were built"
+)]
+async fn both_replicas_run_turns_and_each_request_is_answered_once() {
+    let db = TestDb::postgres().await;
+    let fake = FakeFeishu::planner().await;
+    let a = TestApp::spawn(config(&replica(&db, &fake, "", "replica-a"))).await;
+    let b = TestApp::spawn(config(&replica(&db, &fake, "", "replica-b"))).await;
+    let signer = Signer::default();
+    let ids: Vec<String> = (0..12).map(|i| format!("om_q{i}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let ask = Msg::group(id, &format!("question {i}"))
+            .at_bot()
+            .in_thread(&format!("om_root{i}"));
+        let to = if i % 2 == 0 { &a } else { &b };
+        assert_eq!(to.event(&signer.deliver(&ask)).await.status, 200);
+    }
+    let mut owners = std::collections::BTreeSet::new();
+    for id in &ids {
+        let row = ended(&[&a, &b], id).await;
+        assert_eq!(row.state, "succeeded", "{id}: {:?}", row.error);
+        owners.insert(row.lease_owner.clone().unwrap_or_default());
+        assert_eq!(replies_to(&fake, id).len(), 1, "{id} answered once");
+    }
+    assert_eq!(
+        owners.into_iter().collect::<Vec<_>>(),
+        ["replica-a", "replica-b"],
+        "both replicas ran turns"
+    );
+    assert_eq!(db.count("turns").await, 12, "one turn per request");
+    a.stop().await.expect("clean stop");
+    b.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    pg_unreachable,
+    ignore = "Postgres was unreachable when the tests were built"
+)]
+async fn a_sessions_turns_wait_across_replicas_and_stop_reaches_the_other_replica() {
+    let db = TestDb::postgres().await;
+    let fake = FakeFeishu::planner().await;
+    let mut agent = GatedAgent::start().await;
+    let a = TestApp::spawn(config(&replica(&db, &fake, &agent.config(), "replica-a"))).await;
+    let mut b = TestApp::spawn(config(&replica(&db, &fake, &agent.config(), "replica-b"))).await;
+    let signer = Signer::default();
+    let first = Msg::group("om_1", "first").at_bot().in_thread("om_root");
+    let second = Msg::group("om_2", "second").at_bot().in_thread("om_root");
+    assert_eq!(a.event(&signer.deliver(&first)).await.status, 200);
+    assert_eq!(agent.next().await["request_text"], "first");
+
+    // The same session's next request reaches replica b: its turn waits for a's.
+    assert_eq!(b.event(&signer.deliver(&second)).await.status, 200);
+    assert_eq!(b.processed("ev-om_2").await.outcome, "done");
+    let one = a.turn_of("om_1").await;
+    let two = b.turn_of("om_2").await;
+    assert_eq!(
+        (one.state.as_str(), one.lease_owner.as_deref()),
+        ("running", Some("replica-a"))
+    );
+    assert_eq!(
+        (two.state.as_str(), two.lease_owner.as_deref()),
+        ("queued", Some("replica-b"))
+    );
+
+    // /stop, processed by b, stops the turn running on a.
+    let stop = Msg::group("om_stop", "/stop").at_bot().in_thread("om_root");
+    assert_eq!(b.event(&signer.deliver(&stop)).await.status, 200);
+    assert_eq!(b.processed("ev-om_stop").await.outcome, "done");
+    let one = ended(&[&a, &b], "om_1").await;
+    assert_eq!(one.state, "cancelled", "{:?}", one.error);
+    let told = replies_to(&fake, "om_stop");
+    assert!(told.iter().any(|t| t.contains("Stopping")), "{told:?}");
+
+    // Only then does b's turn start.
+    assert_eq!(agent.next().await["request_text"], "second");
+    agent.open();
+    let two = ended(&[&a, &b], "om_2").await;
+    assert_eq!(two.state, "succeeded", "{:?}", two.error);
+    let (finished, started) = (one.finished_at, two.started_at);
+    assert!(
+        started.zip(finished).is_some_and(|(s, f)| s >= f),
+        "the second started after the first ended: {started:?} vs {finished:?}"
+    );
+    assert_eq!(
+        replies_to(&fake, "om_1").len(),
+        1,
+        "one notice for the stop"
+    );
+    let answered = replies_to(&fake, "om_2");
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert!(answered[0].contains("answer: second"), "{answered:?}");
+    a.stop().await.expect("clean stop");
+    b.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    pg_unreachable,
+    ignore = "Postgres was unreachable when the tests were built"
+)]
+async fn a_dead_replicas_turns_are_taken_over_running_failed_queued_run() {
+    let db = TestDb::postgres().await;
+    let fake = FakeFeishu::planner().await;
+    let mut agent = GatedAgent::start().await;
+    let mut dead =
+        Crashable::start(config(&replica(&db, &fake, &agent.config(), "replica-a"))).await;
+    let signer = Signer::default();
+    let first = Msg::group("om_1", "first").at_bot().in_thread("om_root");
+    let second = Msg::group("om_2", "second").at_bot().in_thread("om_root");
+    assert_eq!(dead.event(&signer.deliver(&first)).await, 200);
+    assert_eq!(agent.next().await["request_text"], "first");
+    assert_eq!(dead.event(&signer.deliver(&second)).await, 200);
+    assert_eq!(dead.processed("ev-om_2").await.outcome, "done");
+    dead.crash().await;
+
+    // The survivor takes both over once the dead one's heartbeat is older than the lease.
+    agent.open();
+    let survivor = TestApp::spawn(config(&replica(&db, &fake, &agent.config(), "replica-b"))).await;
+    let one = ended(&[&survivor], "om_1").await;
+    assert_eq!(
+        (one.state.as_str(), one.error.as_deref()),
+        ("failed", Some("interrupted: the bridge restarted"))
+    );
+    assert_eq!(one.lease_owner.as_deref(), Some("replica-b"));
+    let two = ended(&[&survivor], "om_2").await;
+    assert_eq!(two.state, "succeeded", "{:?}", two.error);
+    assert_eq!(two.lease_owner.as_deref(), Some("replica-b"));
+    assert_eq!(agent.next().await["request_text"], "second");
+    let told = replies_to(&fake, "om_1");
+    assert_eq!(
+        told.len(),
+        1,
+        "the interrupted request's user is told once: {told:?}"
+    );
+    let answered = replies_to(&fake, "om_2");
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert!(answered[0].contains("answer: second"));
+    survivor.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn a_second_process_on_the_same_sqlite_file_is_refused() {
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(&dir, &config_toml(&db, ""));
+    let first = crate::support::cli::Served::start(&path, "info", &[]).await;
+    let second = bridge(&["--config", &path, "serve"])
+        .output()
+        .expect("runs");
+    assert!(
+        !second.status.success(),
+        "the second process does not serve"
+    );
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains("another feishu-bridge process is serving the SQLite database"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("run several replicas on Postgres"),
+        "{stderr}"
+    );
+    let (status, _) = first.stop();
+    assert!(status.success(), "the first one was untouched");
+    let third = crate::support::cli::Served::start(&path, "info", &[]).await;
+    let (status, out) = third.stop();
+    assert!(
+        status.success(),
+        "once the first is gone, another may serve: {status:?}\n{out}"
+    );
+}
