@@ -81,29 +81,36 @@ fn replies_to(fake: &FakeFeishu, message_id: &str) -> Vec<String> {
 async fn both_replicas_run_turns_and_each_request_is_answered_once() {
     let db = TestDb::postgres().await;
     let fake = FakeFeishu::planner().await;
-    let a = TestApp::spawn(config(&replica(&db, &fake, "", "replica-a"))).await;
-    let b = TestApp::spawn(config(&replica(&db, &fake, "", "replica-b"))).await;
+    let mut a = TestApp::spawn(config(&replica(&db, &fake, "", "replica-a"))).await;
+    let mut b = TestApp::spawn(config(&replica(&db, &fake, "", "replica-b"))).await;
     let signer = Signer::default();
     let ids: Vec<String> = (0..12).map(|i| format!("om_q{i}")).collect();
+    let mut processed_by = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         let ask = Msg::group(id, &format!("question {i}"))
             .at_bot()
             .in_thread(&format!("om_root{i}"));
         let to = if i % 2 == 0 { &a } else { &b };
         assert_eq!(to.event(&signer.deliver(&ask)).await.status, 200);
+        // Whichever replica's worker claims it first processes it, once.
+        let event = format!("ev-{id}");
+        let by = tokio::select! {
+            p = a.processed(&event) => ("replica-a", p),
+            p = b.processed(&event) => ("replica-b", p),
+        };
+        assert_eq!(by.1.outcome, "done");
+        processed_by.push(by.0);
     }
-    let mut owners = std::collections::BTreeSet::new();
-    for id in &ids {
+    for (id, by) in ids.iter().zip(&processed_by) {
         let row = ended(&[&a, &b], id).await;
         assert_eq!(row.state, "succeeded", "{id}: {:?}", row.error);
-        owners.insert(row.lease_owner.clone().unwrap_or_default());
+        assert_eq!(
+            row.lease_owner.as_deref(),
+            Some(*by),
+            "{id}: the turn ran on the replica that queued it"
+        );
         assert_eq!(replies_to(&fake, id).len(), 1, "{id} answered once");
     }
-    assert_eq!(
-        owners.into_iter().collect::<Vec<_>>(),
-        ["replica-a", "replica-b"],
-        "both replicas ran turns"
-    );
     assert_eq!(db.count("turns").await, 12, "one turn per request");
     a.stop().await.expect("clean stop");
     b.stop().await.expect("clean stop");
@@ -119,12 +126,13 @@ async fn a_sessions_turns_wait_across_replicas_and_stop_reaches_the_other_replic
     let fake = FakeFeishu::planner().await;
     let mut agent = GatedAgent::start().await;
     let a = TestApp::spawn(config(&replica(&db, &fake, &agent.config(), "replica-a"))).await;
-    let mut b = TestApp::spawn(config(&replica(&db, &fake, &agent.config(), "replica-b"))).await;
     let signer = Signer::default();
     let first = Msg::group("om_1", "first").at_bot().in_thread("om_root");
     let second = Msg::group("om_2", "second").at_bot().in_thread("om_root");
     assert_eq!(a.event(&signer.deliver(&first)).await.status, 200);
     assert_eq!(agent.next().await["request_text"], "first");
+    // b starts once a is running the first turn, and a's worker is idle from then on.
+    let mut b = TestApp::spawn(config(&replica(&db, &fake, &agent.config(), "replica-b"))).await;
 
     // The same session's next request reaches replica b: its turn waits for a's.
     assert_eq!(b.event(&signer.deliver(&second)).await.status, 200);

@@ -12,8 +12,22 @@ use super::{db::TestDb, feishu::Request};
 /// Admin token of test configs.
 pub const ADMIN: &str = "test-admin-token";
 
-/// Config text for a test: one keyed profile `planner` plus `extra` TOML appended.
+/// Where the profile's Open API calls go unless `extra` says: a closed port on
+/// 127.0.0.1, so a test that posts replies without a fake never reaches out of the machine.
+pub const NO_OPEN_API: &str = "http://127.0.0.1:9";
+
+/// Config text for a test: one keyed profile `planner` plus `extra` TOML appended. The
+/// profile's `api_base` is [`NO_OPEN_API`] unless `extra` sets it (before any table).
 pub fn config_toml(db: &TestDb, extra: &str) -> String {
+    let own_table = extra
+        .lines()
+        .take_while(|l| !l.trim_start().starts_with('['))
+        .any(|l| l.trim_start().starts_with("api_base"));
+    let api_base = if own_table {
+        String::new()
+    } else {
+        format!("api_base = \"{NO_OPEN_API}\"\n")
+    };
     format!(
         r#"
 [server]
@@ -34,7 +48,7 @@ app_id = "{app}"
 encrypt_key = "{key}"
 verification_token = "{token}"
 bot_open_id = "{bot}"
-{extra}
+{api_base}{extra}
 "#,
         url = db.url,
         app = super::feishu::APP_ID,
