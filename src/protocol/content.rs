@@ -99,10 +99,12 @@ impl Resolver<'_> {
         }
     }
 
-    /// Replaces every `@_user_N` / `@_all` key in `raw`.
+    /// Replaces every `@_user_N` / `@_all` key in `raw`. U+0000 is dropped first: dropped
+    /// after, it could join an `@` and a `_` into a key that was never resolved.
     fn text(&self, raw: &str, out: &mut Normalized) -> String {
+        let raw = raw.replace('\0', "");
         let mut result = String::with_capacity(raw.len());
-        let mut rest = raw;
+        let mut rest = raw.as_str();
         while let Some(pos) = rest.find("@_") {
             result.push_str(&rest[..pos]);
             let after = &rest[pos..];
@@ -263,6 +265,18 @@ mod tests {
         );
         assert_eq!(n.text, "@all standup in 5");
         assert!(n.mentions_all && !n.mentions_bot);
+    }
+
+    #[test]
+    fn a_nul_cannot_hide_a_mention_key() {
+        let n = normalize(
+            "text",
+            r#"{"text":"@\u0000_user_1 hi @_user\u0000_2"}"#,
+            &mentions(),
+            Some("ou_bot"),
+        );
+        assert_eq!(n.text, "hi @Alice 的 Planner");
+        assert!(n.mentions_bot);
     }
 
     #[test]
