@@ -18,6 +18,7 @@ use crate::{
 #[into_params(parameter_in = Query)]
 pub struct DigestsQuery {
     /// `YYYY-MM-DD` in `digest.timezone`; default: the latest run's date.
+    #[param(format = Date)]
     pub date: Option<String>,
 }
 

@@ -151,6 +151,21 @@ pub struct TurnsStatus {
     pub queued: Option<i64>,
     /// Persisted turns handed to their agent.
     pub running: Option<i64>,
+    /// This process's `worker.replica_id`: the owner named on the turns it queues.
+    pub replica_id: String,
+    /// The replicas whose heartbeat is younger than `worker.lease_ms` (this one
+    /// included when its worker runs), by id; empty when the database does not answer.
+    pub replicas: Vec<ReplicaBody>,
+}
+
+/// A live replica.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplicaBody {
+    pub replica_id: String,
+    /// Unix ms it started.
+    pub started_at: i64,
+    /// Unix ms of its latest heartbeat.
+    pub heartbeat_at: i64,
 }
 
 /// Version, uptime, database, profiles, inbox depth and failures.
@@ -163,13 +178,16 @@ pub struct TurnsStatus {
 pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
     let ok = app.store.ping().await.is_ok();
     // The reads only when the database answered the ping, and at the same time.
-    let (counts, turns, problems, backlog, last_run) = if ok {
-        let (counts, turns, problems, backlog, last_run) = tokio::join!(
+    let lease = i64::try_from(app.config.worker.lease_ms).unwrap_or(i64::MAX);
+    let alive_since = crate::util::UnixMs(crate::util::UnixMs::now().0.saturating_sub(lease));
+    let (counts, turns, problems, backlog, last_run, replicas) = if ok {
+        let (counts, turns, problems, backlog, last_run, replicas) = tokio::join!(
             app.store.inbox_counts(),
             app.store.turn_counts(),
             app.store.inbox_problems(10),
             app.store.inbox_backlog(),
-            app.store.latest_digest_run()
+            app.store.latest_digest_run(),
+            app.store.replicas(alive_since)
         );
         (
             counts.ok(),
@@ -177,9 +195,10 @@ pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
             problems.unwrap_or_default(),
             backlog.unwrap_or_default(),
             last_run.ok().flatten(),
+            replicas.unwrap_or_default(),
         )
     } else {
-        (None, None, Vec::new(), Vec::new(), None)
+        (None, None, Vec::new(), Vec::new(), None, Vec::new())
     };
     let d = &app.config.digest;
     let digest = DigestStatusBody {
@@ -256,6 +275,15 @@ pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
         turns: TurnsStatus {
             queued: turns.map(|t| t.0),
             running: turns.map(|t| t.1),
+            replica_id: app.config.replica_id(),
+            replicas: replicas
+                .into_iter()
+                .map(|r| ReplicaBody {
+                    replica_id: r.replica_id,
+                    started_at: r.started_at.0,
+                    heartbeat_at: r.heartbeat_at.0,
+                })
+                .collect(),
         },
         digest,
     }))

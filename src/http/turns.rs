@@ -95,6 +95,8 @@ pub struct TurnsQuery {
     /// Only this session key.
     pub session_key: Option<String>,
     /// Only this state.
+    // Read as a string, so that an unknown one is named in the 400.
+    #[param(value_type = Option<TurnState>, inline)]
     pub state: Option<String>,
     /// At most this many (default 50, at most 500).
     pub limit: Option<i64>,

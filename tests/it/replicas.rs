@@ -112,6 +112,14 @@ async fn both_replicas_run_turns_and_each_request_is_answered_once() {
         assert_eq!(replies_to(&fake, id).len(), 1, "{id} answered once");
     }
     assert_eq!(db.count("turns").await, 12, "one turn per request");
+    // Each replica names itself, and sees both alive.
+    let status = a.get("/status").await.json;
+    assert_eq!(status["turns"]["replica_id"], "replica-a", "{status}");
+    let alive: Vec<_> = status["turns"]["replicas"]
+        .as_array()
+        .map(|r| r.iter().map(|r| r["replica_id"].clone()).collect())
+        .unwrap_or_default();
+    assert_eq!(alive, ["replica-a", "replica-b"], "{status}");
     a.stop().await.expect("clean stop");
     b.stop().await.expect("clean stop");
 }
