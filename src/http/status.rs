@@ -178,8 +178,8 @@ pub struct ReplicaBody {
 pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
     let ok = app.store.ping().await.is_ok();
     // The reads only when the database answered the ping, and at the same time.
-    let lease = i64::try_from(app.config.worker.lease_ms).unwrap_or(i64::MAX);
-    let alive_since = crate::util::UnixMs(crate::util::UnixMs::now().0.saturating_sub(lease));
+    let lease = std::time::Duration::from_millis(app.config.worker.lease_ms);
+    let alive_since = crate::store::alive_since(crate::util::UnixMs::now(), lease);
     let (counts, turns, problems, backlog, last_run, replicas) = if ok {
         let (counts, turns, problems, backlog, last_run, replicas) = tokio::join!(
             app.store.inbox_counts(),

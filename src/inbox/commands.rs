@@ -97,7 +97,7 @@ pub async fn execute(
                     queues.cancel_label(&turn.turn_id);
                     true
                 }
-                None => queues.cancel_running(&s.session_key, None),
+                None => queues.cancel_running(&s.session_key),
             };
             if stopping {
                 "Stopping the running answer of this session.".to_string()

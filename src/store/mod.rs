@@ -53,7 +53,7 @@ pub use records::{NewContextEvent, NewItem};
 use secrecy::ExposeSecret;
 pub use sessions::{NewSession, SessionReset, SessionRow, SessionStore};
 pub use sqlite::SqliteStore;
-pub use turn_leases::{OwnedTurn, ReplicaRow, TurnLeases};
+pub use turn_leases::{OwnedTurn, ReplicaRow, TurnLeases, alive_since};
 pub use turns::{
     HistoryQuery, NewTurn, StartedTurn, TurnCompletion, TurnFilter, TurnRow, TurnStart, TurnState,
     TurnStore,

@@ -11,6 +11,13 @@ use async_trait::async_trait;
 use super::{StoreError, TurnRow};
 use crate::util::UnixMs;
 
+/// The oldest heartbeat at `now` of a replica still alive when replicas are taken for
+/// dead after `lease`.
+pub fn alive_since(now: UnixMs, lease: std::time::Duration) -> UnixMs {
+    let lease = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+    UnixMs(now.0.saturating_sub(lease))
+}
+
 /// A replica as its heartbeat shows it.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct ReplicaRow {

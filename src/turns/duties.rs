@@ -46,7 +46,7 @@ impl ReplicaDuties {
         Self {
             recovery: recovery.clone(),
             queues: queues.clone(),
-            leases: runner.leases_arc(),
+            leases: runner.leases().clone(),
             me: runner.owner().to_string(),
             started_at: UnixMs::now(),
             beat: (recovery.lease() / 3).max(Duration::from_millis(1)),

@@ -66,7 +66,7 @@ impl SessionQueues {
     }
 
     /// Queues `job` behind the key's earlier jobs, labelled (a turn id) so that
-    /// [`Self::cancel_running`] can name it.
+    /// [`Self::cancel_label`] can name it.
     pub fn submit(&self, key: &str, label: &str, job: Job) {
         let job = (label.to_string(), job);
         let mut keys = self.lock();
@@ -116,16 +116,9 @@ impl SessionQueues {
         }
     }
 
-    /// Cancels the key's running job — only if it carries `label`, when one is given;
-    /// `false` when no such job runs.
-    pub fn cancel_running(&self, key: &str, label: Option<&str>) -> bool {
-        match self.lock().get(key).and_then(|s| s.running.as_ref()) {
-            Some((token, running)) if label.is_none_or(|l| l == running) => {
-                token.cancel();
-                true
-            }
-            _ => false,
-        }
+    /// Cancels the key's running job; `false` when none runs.
+    pub fn cancel_running(&self, key: &str) -> bool {
+        cancel(self.lock().get(key).and_then(|s| s.running.as_ref()))
     }
 
     /// Cancels the running job labelled `label`, whichever key it runs under; `false`
@@ -136,13 +129,7 @@ impl SessionQueues {
             .values()
             .filter_map(|s| s.running.as_ref())
             .find(|(_, l)| l == label);
-        match running {
-            Some((token, _)) => {
-                token.cancel();
-                true
-            }
-            None => false,
-        }
+        cancel(running)
     }
 
     /// Whether a job labelled `label` is queued or running here.
@@ -191,6 +178,11 @@ impl SessionQueues {
             (q + s.queued, r + usize::from(s.running.is_some()))
         })
     }
+}
+
+/// Cancels a running job, if there is one.
+fn cancel(running: Option<&(CancellationToken, String)>) -> bool {
+    running.inspect(|(token, _)| token.cancel()).is_some()
 }
 
 #[cfg(test)]
@@ -272,10 +264,10 @@ mod tests {
         }
         started.recv().await.expect("started");
         started.recv().await.expect("started");
-        assert!(q.cancel_running("a", None));
+        assert!(q.cancel_running("a"));
         assert_eq!(rx.recv().await, Some(("a", true)));
         assert!(q.status("b").running, "b is untouched");
-        assert!(!q.cancel_running("nope", None));
+        assert!(!q.cancel_running("nope"));
         assert!(q.holds("b-job") && !q.holds("c-job"));
         assert!(!q.cancel_label("c-job"));
         assert!(q.cancel_label("b-job"), "found by its label");

@@ -83,11 +83,7 @@ impl Recovery {
     }
 
     fn leases(&self) -> &dyn TurnLeases {
-        self.runner.leases()
-    }
-
-    fn alive_since(&self, now: UnixMs) -> UnixMs {
-        UnixMs(now.0 - i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX))
+        self.runner.leases().as_ref()
     }
 
     /// At start: picks up this replica's unfinished turns and those of dead replicas,
@@ -128,7 +124,7 @@ impl Recovery {
     ) -> Result<Recovered, StoreError> {
         let me = self.runner.owner().to_string();
         let now = UnixMs::now();
-        let alive_since = self.alive_since(now);
+        let alive_since = crate::store::alive_since(now, self.lease);
         let mut found = Recovered::default();
         for row in self.leases().claimable_turns(&me, alive_since).await? {
             let mine = row.lease_owner.as_deref() == Some(me.as_str());

@@ -153,13 +153,8 @@ impl TurnRunner {
     }
 
     /// Who owns which turn.
-    pub(super) fn leases(&self) -> &dyn TurnLeases {
-        self.leases.as_ref()
-    }
-
-    /// The same, shared.
-    pub(super) fn leases_arc(&self) -> Arc<dyn TurnLeases> {
-        self.leases.clone()
+    pub(super) fn leases(&self) -> &Arc<dyn TurnLeases> {
+        &self.leases
     }
 
     /// This replica's name on its turns (`worker.replica_id`).

@@ -73,6 +73,21 @@ fn replies_to(fake: &FakeFeishu, message_id: &str) -> Vec<String> {
         .collect()
 }
 
+/// Two requests to the bot in one thread, so in one session: `om_1` "first", then
+/// `om_2` "second".
+fn one_session_two_requests() -> (Msg, Msg) {
+    let first = Msg::group("om_1", "first").at_bot().in_thread("om_root");
+    let second = Msg::group("om_2", "second").at_bot().in_thread("om_root");
+    (first, second)
+}
+
+/// `om_2` got exactly one reply: the agent's answer to "second".
+fn second_answered_once(fake: &FakeFeishu) {
+    let answered = replies_to(fake, "om_2");
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert!(answered[0].contains("answer: second"), "{answered:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     pg_unreachable,
@@ -135,8 +150,7 @@ async fn a_sessions_turns_wait_across_replicas_and_stop_reaches_the_other_replic
     let mut agent = GatedAgent::start().await;
     let a = TestApp::spawn(config(&replica(&db, &fake, &agent.config(), "replica-a"))).await;
     let signer = Signer::default();
-    let first = Msg::group("om_1", "first").at_bot().in_thread("om_root");
-    let second = Msg::group("om_2", "second").at_bot().in_thread("om_root");
+    let (first, second) = one_session_two_requests();
     assert_eq!(a.event(&signer.deliver(&first)).await.status, 200);
     assert_eq!(agent.next().await["request_text"], "first");
     // b starts once a is running the first turn, and a's worker is idle from then on.
@@ -180,9 +194,7 @@ async fn a_sessions_turns_wait_across_replicas_and_stop_reaches_the_other_replic
         1,
         "one notice for the stop"
     );
-    let answered = replies_to(&fake, "om_2");
-    assert_eq!(answered.len(), 1, "{answered:?}");
-    assert!(answered[0].contains("answer: second"), "{answered:?}");
+    second_answered_once(&fake);
     a.stop().await.expect("clean stop");
     b.stop().await.expect("clean stop");
 }
@@ -199,8 +211,7 @@ async fn a_dead_replicas_turns_are_taken_over_running_failed_queued_run() {
     let mut dead =
         Crashable::start(config(&replica(&db, &fake, &agent.config(), "replica-a"))).await;
     let signer = Signer::default();
-    let first = Msg::group("om_1", "first").at_bot().in_thread("om_root");
-    let second = Msg::group("om_2", "second").at_bot().in_thread("om_root");
+    let (first, second) = one_session_two_requests();
     assert_eq!(dead.event(&signer.deliver(&first)).await, 200);
     assert_eq!(agent.next().await["request_text"], "first");
     assert_eq!(dead.event(&signer.deliver(&second)).await, 200);
@@ -226,9 +237,7 @@ async fn a_dead_replicas_turns_are_taken_over_running_failed_queued_run() {
         1,
         "the interrupted request's user is told once: {told:?}"
     );
-    let answered = replies_to(&fake, "om_2");
-    assert_eq!(answered.len(), 1, "{answered:?}");
-    assert!(answered[0].contains("answer: second"));
+    second_answered_once(&fake);
     survivor.stop().await.expect("clean stop");
 }
 

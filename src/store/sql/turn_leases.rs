@@ -29,6 +29,18 @@ pub(crate) const STOP_TURN: &str = "\
 UPDATE turns SET cancel_requested_at = $2 WHERE turn_id = $1 AND state = 'running'
 RETURNING turn_id, lease_owner";
 
+/// Marks a stop with `$sql` (an `UPDATE … RETURNING turn_id, lease_owner`) in a write
+/// transaction; the turn asked, if any.
+macro_rules! stop_asked {
+    ($store:ident, $sql:expr $(, $arg:expr)* $(,)?) => {{
+        use $crate::store::sql::{transaction, within};
+        transaction!($store, |tx| {
+            within!(tx, query_as, fetch_optional, $sql $(, $arg)*)
+        })
+    }};
+}
+pub(crate) use stop_asked;
+
 /// Implements [`crate::store::TurnLeases`] for a backend type with `pool` and `timeout`
 /// fields (see `sql` for why this is a macro).
 macro_rules! impl_turn_leases {
@@ -110,18 +122,8 @@ macro_rules! impl_turn_leases {
                 session_key: &str,
                 now: $crate::util::UnixMs,
             ) -> Result<Option<$crate::store::OwnedTurn>, $crate::store::StoreError> {
-                use $crate::store::sql::{transaction, turn_leases, within};
-                transaction!(self, |tx| {
-                    within!(
-                        tx,
-                        query_as,
-                        fetch_optional,
-                        turn_leases::STOP_SESSION,
-                        profile,
-                        session_key,
-                        now,
-                    )
-                })
+                use $crate::store::sql::turn_leases::{STOP_SESSION, stop_asked};
+                stop_asked!(self, STOP_SESSION, profile, session_key, now)
             }
 
             async fn request_stop_turn(
@@ -129,17 +131,8 @@ macro_rules! impl_turn_leases {
                 turn_id: &str,
                 now: $crate::util::UnixMs,
             ) -> Result<Option<$crate::store::OwnedTurn>, $crate::store::StoreError> {
-                use $crate::store::sql::{transaction, turn_leases, within};
-                transaction!(self, |tx| {
-                    within!(
-                        tx,
-                        query_as,
-                        fetch_optional,
-                        turn_leases::STOP_TURN,
-                        turn_id,
-                        now,
-                    )
-                })
+                use $crate::store::sql::turn_leases::{STOP_TURN, stop_asked};
+                stop_asked!(self, STOP_TURN, turn_id, now)
             }
 
             async fn stop_requests(
