@@ -19,7 +19,7 @@ use crate::{
     digest::Digest,
     feed::Feed,
     feishu_api::{
-        Budget, FeishuClient,
+        ApiShare, Budget, FeishuClient, Ledger,
         identity::Identities,
         outbound::{FeishuOutbound, Outbound},
     },
@@ -236,13 +236,23 @@ fn assemble(
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap_or_default();
-    // One call budget per app: profiles of the same app share Feishu's limits.
+    // One call budget per app: profiles of the same app share Feishu's limits, and so do
+    // the replicas on one Postgres database.
+    let api_share = Arc::new(ApiShare::default());
     let mut budgets: HashMap<String, Arc<Budget>> = HashMap::new();
     let clients = config
         .profiles
         .iter()
         .map(|p| {
-            let budget = budgets.entry(p.app_id.clone()).or_default().clone();
+            let budget = budgets
+                .entry(p.app_id.clone())
+                .or_insert_with(|| {
+                    // One process owns a SQLite file: its own count is the whole count.
+                    let ledger = (store.backend() == store::Backend::Postgres)
+                        .then(|| Ledger::new(store.clone(), &p.app_id));
+                    Arc::new(Budget::new(api_share.clone(), ledger))
+                })
+                .clone();
             let client = FeishuClient::new(http.clone(), p, budget);
             (p.name.clone(), Arc::new(client))
         })
@@ -281,6 +291,7 @@ fn assemble(
         identities: Arc::new(Identities::default()),
         queues: SessionQueues::new(),
         clients,
+        api_share,
         turns_done: broadcast::channel(1024).0,
         callbacks,
         agents,
@@ -354,6 +365,7 @@ fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
     let duties = ReplicaDuties::new(
         &recovery,
         &queues,
+        &app.api_share,
         Duration::from_millis(config.worker.replica_poll_ms),
         Duration::from_secs(config.server.shutdown_grace_secs),
     );
@@ -361,7 +373,7 @@ fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
     tokio::spawn(app.feed.clone().run(stops.worker.clone()));
     tokio::spawn(async move {
         // Alive before anything is picked up, so no other replica takes this one's turns.
-        duties.beat().await;
+        duties.join().await;
         if let Err(e) = recovery.run(&queues).await {
             tracing::error!(error = %e, "unfinished turns could not be read; they are picked up by the next sweep");
         }

@@ -12,7 +12,7 @@ use crate::{
     config::{Config, Profile},
     digest::Digest,
     feed::Feed,
-    feishu_api::{FeishuClient, identity::Identities},
+    feishu_api::{ApiShare, FeishuClient, identity::Identities},
     inbox::{Committer, Processed, press::Presses},
     longconn::status::Connections,
     protocol::{Credentials, crypto::AesKey},
@@ -77,6 +77,8 @@ pub struct App {
     pub queues: SessionQueues,
     /// Each profile's Open API client.
     pub clients: HashMap<String, Arc<FeishuClient>>,
+    /// How the replicas split each app's Open API limits.
+    pub api_share: Arc<ApiShare>,
     /// Finished turns, for observers.
     pub turns_done: broadcast::Sender<TurnDone>,
     /// Turns waiting for an agent's signed callback.

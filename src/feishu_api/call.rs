@@ -1,7 +1,11 @@
 //! One Open API call as the bridge makes it: room from the app's budget, the tenant
 //! token, and — for a required call — retries. A rate limit waits what
 //! `x-ogw-ratelimit-reset` says (a missing or zero reset backs off exponentially
-//! instead of retrying at once); a transport failure or a server error is retried with
+//! instead of retrying at once) and is retried for as long as the limits keep refusing,
+//! up to [`RATE_LIMIT_PATIENCE`]: Feishu's windows are a second and a minute, so a call
+//! that waits its resets gets through, and an answer is never dropped because others
+//! (another replica, another tool on the same app) spent the window. A transport
+//! failure or a server error is retried [`MAX_RETRIES`] times with
 //! the same body, so a send keeps its `uuid` and Feishu posts it once; an invalid token
 //! is replaced once. An intermediate call is made once, and only when the budget has
 //! room to spare: the next one carries everything it would have.
@@ -18,8 +22,11 @@ use super::{
     codes::{self, RATE_LIMITED, TOKEN_INVALID},
 };
 
-/// Retries of one required call.
+/// Retries of one required call after transport failures and server errors.
 const MAX_RETRIES: u32 = 4;
+/// How long one required call keeps retrying rate limits, from the first one: ten of
+/// Feishu's minute windows.
+const RATE_LIMIT_PATIENCE: Duration = Duration::from_secs(600);
 /// The longest wait before one retry.
 const MAX_WAIT: Duration = Duration::from_secs(30);
 
@@ -93,11 +100,15 @@ impl FeishuClient {
         let endpoint = call.endpoint;
         let mut refreshed = false;
         let mut attempt = 0u32;
+        let mut limited = Limited::default();
         loop {
+            // The token first: fetching one takes room from the budget too, and a call
+            // that had its room would otherwise wait for that fetch and go out late,
+            // together with every other call that waited for it.
+            let token = self.tenant_token().await?;
             if !self.budget.take(call.urgency).await {
                 return Err(OpenApiError::Deferred);
             }
-            let token = self.tenant_token().await?;
             let mut request = self
                 .http
                 .request(call.method.clone(), &call.url)
@@ -121,14 +132,20 @@ impl FeishuClient {
                 }
                 Attempt::Retry(r) => r,
             };
-            if call.urgency == Urgency::Intermediate || attempt >= MAX_RETRIES {
+            let retry = match &retryable {
+                Retryable::Limited { .. } => limited.again(),
+                _ => {
+                    attempt += 1;
+                    (attempt <= MAX_RETRIES).then_some(attempt)
+                }
+            };
+            let Some(retry) = retry.filter(|_| call.urgency == Urgency::Required) else {
                 return Err(retryable.into_error(endpoint));
-            }
-            attempt += 1;
-            let wait = retryable.wait(attempt);
+            };
+            let wait = retryable.wait(retry);
             tracing::warn!(
                 endpoint,
-                attempt,
+                attempt = retry,
                 wait_ms = wait.as_millis() as u64,
                 reason = retryable.reason(),
                 "Open API call failed; retrying"
@@ -196,6 +213,23 @@ fn reset_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
         .map(Duration::from_secs)
 }
 
+/// The rate limits one call met.
+#[derive(Default)]
+struct Limited {
+    /// When the first one came.
+    since: Option<std::time::Instant>,
+    times: u32,
+}
+
+impl Limited {
+    /// Counts one more; the retry's number, unless the patience is spent.
+    fn again(&mut self) -> Option<u32> {
+        let since = *self.since.get_or_insert_with(std::time::Instant::now);
+        self.times += 1;
+        (since.elapsed() < RATE_LIMIT_PATIENCE).then_some(self.times)
+    }
+}
+
 /// How one attempt went.
 enum Attempt {
     /// Code 0: the answer's bytes.
@@ -245,5 +279,23 @@ mod tests {
         };
         assert_eq!(far.wait(1), MAX_WAIT, "never longer than the cap");
         assert!(Retryable::Server(502).wait(5) <= MAX_WAIT);
+    }
+
+    #[test]
+    fn rate_limits_are_retried_until_the_patience_is_spent() {
+        let mut limited = Limited::default();
+        assert_eq!(
+            (1..=10).map(|_| limited.again()).collect::<Vec<_>>(),
+            (1..=10).map(Some).collect::<Vec<_>>(),
+            "many more than MAX_RETRIES ({MAX_RETRIES})"
+        );
+        let long_ago = std::time::Instant::now().checked_sub(RATE_LIMIT_PATIENCE);
+        if let Some(since) = long_ago {
+            let mut spent = Limited {
+                since: Some(since),
+                times: 3,
+            };
+            assert_eq!(spent.again(), None, "limited for the whole patience");
+        }
     }
 }

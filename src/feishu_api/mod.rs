@@ -15,6 +15,6 @@ pub mod outbound;
 mod read;
 pub mod reply;
 
-pub use budget::{Budget, Urgency};
+pub use budget::{ApiShare, Budget, Ledger, Urgency};
 pub use client::{FeishuClient, OpenApiError};
 pub use read::FetchedMessage;

@@ -156,6 +156,10 @@ pub struct TurnsStatus {
     /// The replicas whose heartbeat is younger than `worker.lease_ms` (this one
     /// included when its worker runs), by id; empty when the database does not answer.
     pub replicas: Vec<ReplicaBody>,
+    /// How many replicas (this one included) share each app's Open API limits as this
+    /// one counts them. Calls are recorded in the database so that all of them together
+    /// keep the limits; when it cannot record one, this replica keeps to 1/n of them.
+    pub open_api_share: u32,
 }
 
 /// A live replica.
@@ -284,6 +288,7 @@ pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
                     heartbeat_at: r.heartbeat_at.0,
                 })
                 .collect(),
+            open_api_share: u32::try_from(app.api_share.replicas()).unwrap_or(u32::MAX),
         },
         digest,
     }))

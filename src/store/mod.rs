@@ -1,7 +1,9 @@
 //! Persistence: surfaces grouped by what they hold — the [`Database`] itself, the
 //! [`InboxStore`], [`SessionStore`], [`EventLog`], [`DecisionStore`], [`TurnStore`] (and
-//! [`TurnLeases`] across replicas), [`OutboundStore`], the batched [`FeedStore`] and the daily [`DigestStore`] — each implemented by a SQLite and a Postgres backend, with the SQL
-//! written once for both (`sql`). [`Store`] is all of them.
+//! [`TurnLeases`] across replicas), [`ApiCalls`] (every replica's Open API calls),
+//! [`OutboundStore`], the batched [`FeedStore`] and the daily [`DigestStore`] — each
+//! implemented by a SQLite and a Postgres backend, with the SQL written once for both
+//! (`sql`). [`Store`] is all of them.
 //!
 //! The store takes and returns the row types below, never Feishu JSON (the inbox payload
 //! is opaque text to it). Both backends run their own embedded migrations
@@ -9,6 +11,7 @@
 //! Every operation is bounded by the configured timeout, so a database that stops
 //! answering surfaces as [`StoreError::Timeout`] instead of a hung request.
 
+mod api_calls;
 mod database;
 mod decisions;
 mod digests;
@@ -29,6 +32,7 @@ mod writer_gate;
 
 use std::{sync::Arc, time::Duration};
 
+pub use api_calls::{ApiCalls, CallLimits, CallRoom};
 pub use database::Database;
 pub use decisions::{DecisionRow, DecisionStore, NewDecision};
 pub use digests::{
@@ -158,6 +162,7 @@ impl StoreError {
 /// surfaces it uses (an `Arc<dyn Store>` coerces to any of them).
 pub trait Store:
     Database
+    + ApiCalls
     + InboxStore
     + SessionStore
     + EventLog
@@ -172,6 +177,7 @@ pub trait Store:
 
 impl<T> Store for T where
     T: Database
+        + ApiCalls
         + InboxStore
         + SessionStore
         + EventLog

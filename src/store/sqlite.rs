@@ -135,11 +135,15 @@ const CLAIM_SERIALIZE: &str = "SELECT 1";
 /// connection already inside a transaction fails here instead of nesting.
 const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 
+/// One process writes the file, one write at a time.
+const CALLS_SERIALIZE: &[&str] = &[];
+
 super::sql::impl_store!(
     SqliteStore,
     Backend::Sqlite,
     sqlx::migrate!("migrations/sqlite"),
     BEGIN_WRITE,
     CLAIM_LOCK,
-    CLAIM_SERIALIZE
+    CLAIM_SERIALIZE,
+    CALLS_SERIALIZE
 );

@@ -1,26 +1,34 @@
 //! What each replica does so that several can share one database: it renews its
 //! heartbeat, takes over the unfinished turns of replicas that stopped renewing theirs,
-//! and cancels its own running turns when a stop for them was asked on another replica.
-//! When it stops, it gives up its heartbeat, so the others pick up what it leaves at once.
+//! cancels its own running turns when a stop for them was asked on another replica, and
+//! counts the live replicas, which split each app's Open API limits. When it stops, it
+//! gives up its heartbeat, so the others pick up what it leaves at once.
 
 use std::{sync::Arc, time::Duration};
 
 use tokio_util::sync::CancellationToken;
 
 use super::{queue::SessionQueues, recovery::Recovery};
-use crate::{store::TurnLeases, util::UnixMs};
+use crate::{
+    feishu_api::ApiShare,
+    store::{ReplicaRow, TurnLeases},
+    util::UnixMs,
+};
 
 /// A replica's duties, run until `stop`.
 pub struct ReplicaDuties {
     recovery: Recovery,
     queues: SessionQueues,
     leases: Arc<dyn TurnLeases>,
+    share: Arc<ApiShare>,
     me: String,
     started_at: UnixMs,
     /// Heartbeat and takeover period (a third of the lease).
     beat: Duration,
-    /// How often stops asked elsewhere are looked for.
+    /// How often stops asked elsewhere are looked for, and the live replicas counted.
     poll: Duration,
+    /// How long after its heartbeat a replica is taken for dead.
+    lease: Duration,
     /// How long the turns still running at a stop may take before the heartbeat is
     /// given up.
     grace: Duration,
@@ -34,11 +42,12 @@ impl std::fmt::Debug for ReplicaDuties {
 
 impl ReplicaDuties {
     /// The duties of the replica `recovery` runs for, once it has run at the start:
-    /// stops asked elsewhere are looked for every `poll`, and the turns still running
-    /// at a stop get `grace`.
+    /// stops asked elsewhere are looked for and the live replicas counted into `share`
+    /// every `poll`, and the turns still running at a stop get `grace`.
     pub fn new(
         recovery: &Recovery,
         queues: &SessionQueues,
+        share: &Arc<ApiShare>,
         poll: Duration,
         grace: Duration,
     ) -> Self {
@@ -47,16 +56,18 @@ impl ReplicaDuties {
             recovery: recovery.clone(),
             queues: queues.clone(),
             leases: runner.leases().clone(),
+            share: share.clone(),
             me: runner.owner().to_string(),
             started_at: UnixMs::now(),
             beat: (recovery.lease() / 3).max(Duration::from_millis(1)),
             poll: poll.max(Duration::from_millis(1)),
+            lease: recovery.lease(),
             grace,
         }
     }
 
     /// Renews this replica's heartbeat.
-    pub async fn beat(&self) {
+    async fn beat(&self) {
         if let Err(e) = self
             .leases
             .heartbeat(&self.me, self.started_at, UnixMs::now())
@@ -64,6 +75,39 @@ impl ReplicaDuties {
         {
             tracing::warn!(replica = %self.me, error = %e, "heartbeat not written; other replicas may take this one's turns over once its lease runs out");
         }
+    }
+
+    /// Joins the replicas: renews the heartbeat and counts the live replicas.
+    pub async fn join(&self) {
+        self.beat().await;
+        self.count().await;
+    }
+
+    /// The live replicas, if the database answers.
+    async fn live(&self) -> Option<Vec<ReplicaRow>> {
+        let since = crate::store::alive_since(UnixMs::now(), self.lease);
+        match self.leases.replicas(since).await {
+            Ok(rows) => Some(rows),
+            Err(e) => {
+                tracing::debug!(error = %e, "live replicas not readable");
+                None
+            }
+        }
+    }
+
+    /// Counts the live replicas (this one always among them) into the share; the count,
+    /// if the database answered.
+    async fn count(&self) -> Option<usize> {
+        let rows = self.live().await?;
+        let others = rows.iter().filter(|r| r.replica_id != self.me).count();
+        let replicas = others + 1;
+        if self.share.set_replicas(replicas) {
+            tracing::info!(
+                replicas,
+                "live replicas changed: each keeps to its share of the Open API limits"
+            );
+        }
+        Some(replicas)
     }
 
     /// Beats, sweeps and watches for stops until `stop`; then, once the turns still in
@@ -81,7 +125,10 @@ impl ReplicaDuties {
                         tracing::warn!(error = %e, "turns of stopped replicas not looked at; trying again");
                     }
                 }
-                _ = poll.tick() => self.cancel_asked().await,
+                _ = poll.tick() => {
+                    self.cancel_asked().await;
+                    self.count().await;
+                }
                 () = stop.cancelled() => break,
             }
         }

@@ -1,8 +1,9 @@
 //! Several replicas on one Postgres database, each running its worker and its turns: a
 //! request is answered once by one replica; a session's turns run one at a time whichever
 //! replica runs them; `/stop` reaches a turn on another replica; a dead replica's turns
-//! are taken over (the running one failed with a notice, the queued one run). With
-//! SQLite, a second process on the same file is refused at start.
+//! are taken over (the running one failed with a notice, the queued one run); together
+//! they keep the app's Open API limits. With SQLite, a second process on the same file is
+//! refused at start.
 //!
 //! Each replica polls its inbox only once an hour here, so an event is processed by the
 //! replica it was posted to (its arrival wakes that replica's worker): the tests decide
@@ -239,6 +240,78 @@ async fn a_dead_replicas_turns_are_taken_over_running_failed_queued_run() {
     );
     second_answered_once(&fake);
     survivor.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    pg_unreachable,
+    ignore = "Postgres was unreachable when the tests were built"
+)]
+async fn replicas_keep_the_apps_open_api_limits_together() {
+    let db = TestDb::postgres().await;
+    let fake = FakeFeishu::planner().await;
+    let a = TestApp::spawn(config(&replica(&db, &fake, "", "replica-a"))).await;
+    let b = TestApp::spawn(config(&replica(&db, &fake, "", "replica-b"))).await;
+    // Each counts both (b at its start, a at its next poll), and says so: the share it
+    // keeps to when the database cannot record its calls.
+    for app in [&a, &b] {
+        let mut share = app.state.api_share.subscribe();
+        let counted = share.wait_for(|n| *n == 2);
+        tokio::time::timeout(std::time::Duration::from_secs(30), counted)
+            .await
+            .expect("both replicas counted within 30 s")
+            .expect("the replica runs");
+        let status = app.get("/status").await.json;
+        assert_eq!(status["turns"]["open_api_share"], 2, "{status}");
+    }
+    // More answers at once than one second of Feishu's limit (50 calls per app), half
+    // on each replica: each on its own would make 40 a second, together they record
+    // every call in the database first and make at most 40 a second between them.
+    let signer = Signer::default();
+    let ids: Vec<String> = (0..140).map(|i| format!("om_q{i}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let ask = Msg::group(id, &format!("question {i}"))
+            .at_bot()
+            .in_thread(&format!("om_root{i}"));
+        let to = if i % 2 == 0 { &a } else { &b };
+        assert_eq!(to.event(&signer.deliver(&ask)).await.status, 200);
+    }
+    for id in &ids {
+        let row = ended(&[&a, &b], id).await;
+        assert_eq!(row.state, "succeeded", "{id}: {:?}", row.error);
+        assert_eq!(replies_to(&fake, id).len(), 1, "{id} answered once");
+    }
+    let over = fake.state.violations.lock().expect("lock").clone();
+    assert!(
+        over.is_empty(),
+        "together the replicas stayed within the app's limits: {over:?}"
+    );
+    a.stop().await.expect("clean stop");
+    b.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    pg_unreachable,
+    ignore = "Postgres was unreachable when the tests were built"
+)]
+async fn calls_are_recorded_in_the_database_and_still_made_when_it_cannot_record_them() {
+    let db = TestDb::postgres().await;
+    let fake = FakeFeishu::planner().await;
+    let mut a = TestApp::spawn(config(&replica(&db, &fake, "", "replica-a"))).await;
+    let ask = Msg::group("om_q1", "first").at_bot().in_thread("om_root1");
+    assert_eq!(a.ask(&ask).await, "answered");
+    assert!(
+        db.count("api_calls").await >= 1,
+        "the reply was recorded before it was made"
+    );
+    // A database that refuses the record (here: the table is gone) does not hold the
+    // answer back: the replica keeps to its own share of the limits instead.
+    db.exec(&["DROP TABLE api_calls"]).await;
+    let ask = Msg::group("om_q2", "second").at_bot().in_thread("om_root2");
+    assert_eq!(a.ask(&ask).await, "answered");
+    assert_eq!(replies_to(&fake, "om_q2").len(), 1);
+    a.stop().await.expect("clean stop");
 }
 
 #[tokio::test]

@@ -6,7 +6,13 @@ use feishu_bridge::util::UnixMs;
 
 use crate::{
     both_backends,
-    support::{TestApp, TestDb, config, config_toml, fake_feishu::FakeFeishu, feishu::Msg},
+    support::{
+        TestApp, TestDb,
+        cards::until,
+        config, config_toml,
+        fake_feishu::{FakeFeishu, Storm},
+        feishu::Msg,
+    },
 };
 
 async fn replies_in_thread(db: TestDb) {
@@ -74,6 +80,39 @@ async fn replies_in_thread(db: TestDb) {
 both_backends!(
     answers_are_replied_in_the_thread_with_retries_on_rate_limits,
     replies_in_thread
+);
+
+async fn storm_outlasted(db: TestDb) {
+    let fake = FakeFeishu::planner().await;
+    let text = config_toml(&db, &fake.profile_keys());
+    let mut app = TestApp::spawn(config(&text)).await;
+    // Every reply is refused (429 / 99991400, reset in one second) until the storm ends,
+    // which is after more refusals than a transport failure would be retried.
+    *fake.state.storm.lock().expect("lock") = Some(Storm {
+        path_contains: "/reply".into(),
+        reset_secs: 1,
+    });
+    let ask = Msg::group("om_q", "hello").at_bot().in_thread("om_root");
+    app.route(&ask).await;
+    until(&fake, || {
+        fake.state.storm_refusals.load(Ordering::SeqCst) >= 7
+    })
+    .await;
+    *fake.state.storm.lock().expect("lock") = None;
+    let row = app.turn_ended("om_q").await;
+    assert_eq!(row.state, "succeeded", "{:?}", row.error);
+    let sent = fake.state.sent.lock().expect("lock").clone();
+    assert_eq!(sent.len(), 1, "answered once: {sent:?}");
+    assert_eq!(sent[0].0, "om_q");
+    assert!(
+        fake.state.violations.lock().expect("lock").is_empty(),
+        "every retry waited its reset"
+    );
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    an_answer_outlasts_a_rate_limit_storm_by_waiting_each_reset,
+    storm_outlasted
 );
 
 async fn sent_answer_stamped(db: TestDb) {

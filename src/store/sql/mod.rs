@@ -7,6 +7,7 @@
 //! migrator, the claim's row lock, the statement that begins a write transaction).
 //! `writes` holds the statements several surfaces share and uses no other module here.
 
+pub(crate) mod api_calls;
 pub(crate) mod connection;
 pub(crate) mod database;
 pub(crate) mod decisions;
@@ -34,9 +35,10 @@ pub(crate) use fetch;
 
 /// Every store surface for the backend type `$store`: `$begin` is its statement that
 /// begins a write transaction, `$claim_lock` the row lock of an inbox claim,
-/// `$claim_serialize` the statement that makes claims take turns.
+/// `$claim_serialize` the statement that makes claims take turns, `$calls_serialize` the
+/// statements that make the recording of Open API calls take turns.
 macro_rules! impl_store {
-    ($store:ty, $backend:expr, $migrator:expr, $begin:expr, $claim_lock:expr, $claim_serialize:expr) => {
+    ($store:ty, $backend:expr, $migrator:expr, $begin:expr, $claim_lock:expr, $claim_serialize:expr, $calls_serialize:expr) => {
         $crate::store::sql::database::impl_database!($store, $backend, $migrator, $begin);
         $crate::store::sql::inbox::impl_inbox_store!(
             $store,
@@ -52,6 +54,7 @@ macro_rules! impl_store {
         $crate::store::sql::outbound::impl_outbound_store!($store);
         $crate::store::sql::feed::impl_feed_store!($store);
         $crate::store::sql::digests::impl_digest_store!($store);
+        $crate::store::sql::api_calls::impl_api_calls!($store, $calls_serialize);
     };
 }
 pub(crate) use impl_store;

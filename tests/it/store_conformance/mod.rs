@@ -5,6 +5,7 @@
 //! its record's, every profile has its own app id), so a test states only what it varies
 //! and a read shows which value it took.
 
+mod api_calls;
 mod database;
 mod decisions;
 mod differences;
