@@ -9,11 +9,7 @@ use std::{sync::Arc, time::Duration};
 use tokio_util::sync::CancellationToken;
 
 use super::{queue::SessionQueues, recovery::Recovery};
-use crate::{
-    feishu_api::ApiShare,
-    store::{ReplicaRow, TurnLeases},
-    util::UnixMs,
-};
+use crate::{feishu_api::ApiShare, store::TurnLeases, util::UnixMs};
 
 /// A replica's duties, run until `stop`.
 pub struct ReplicaDuties {
@@ -25,10 +21,8 @@ pub struct ReplicaDuties {
     started_at: UnixMs,
     /// Heartbeat and takeover period (a third of the lease).
     beat: Duration,
-    /// How often stops asked elsewhere are looked for, and the live replicas counted.
+    /// How often stops asked elsewhere are looked for.
     poll: Duration,
-    /// How long after its heartbeat a replica is taken for dead.
-    lease: Duration,
     /// How long the turns still running at a stop may take before the heartbeat is
     /// given up.
     grace: Duration,
@@ -42,8 +36,8 @@ impl std::fmt::Debug for ReplicaDuties {
 
 impl ReplicaDuties {
     /// The duties of the replica `recovery` runs for, once it has run at the start:
-    /// stops asked elsewhere are looked for and the live replicas counted into `share`
-    /// every `poll`, and the turns still running at a stop get `grace`.
+    /// stops asked elsewhere are looked for every `poll`, the live replicas are counted
+    /// into `share` at every heartbeat, and the turns still running at a stop get `grace`.
     pub fn new(
         recovery: &Recovery,
         queues: &SessionQueues,
@@ -61,7 +55,6 @@ impl ReplicaDuties {
             started_at: UnixMs::now(),
             beat: (recovery.lease() / 3).max(Duration::from_millis(1)),
             poll: poll.max(Duration::from_millis(1)),
-            lease: recovery.lease(),
             grace,
         }
     }
@@ -77,37 +70,29 @@ impl ReplicaDuties {
         }
     }
 
-    /// Joins the replicas: renews the heartbeat and counts the live replicas.
+    /// Renews the heartbeat and counts the live replicas: at the start, and at every beat.
     pub async fn join(&self) {
         self.beat().await;
         self.count().await;
     }
 
-    /// The live replicas, if the database answers.
-    async fn live(&self) -> Option<Vec<ReplicaRow>> {
-        let since = crate::store::alive_since(UnixMs::now(), self.lease);
-        match self.leases.replicas(since).await {
-            Ok(rows) => Some(rows),
+    /// Counts the live replicas (this one always among them) into the share.
+    async fn count(&self) {
+        let since = crate::store::alive_since(UnixMs::now(), self.recovery.lease());
+        let rows = match self.leases.replicas(since).await {
+            Ok(rows) => rows,
             Err(e) => {
                 tracing::debug!(error = %e, "live replicas not readable");
-                None
+                return;
             }
-        }
-    }
-
-    /// Counts the live replicas (this one always among them) into the share; the count,
-    /// if the database answered.
-    async fn count(&self) -> Option<usize> {
-        let rows = self.live().await?;
-        let others = rows.iter().filter(|r| r.replica_id != self.me).count();
-        let replicas = others + 1;
+        };
+        let replicas = rows.iter().filter(|r| r.replica_id != self.me).count() + 1;
         if self.share.set_replicas(replicas) {
             tracing::info!(
                 replicas,
                 "live replicas changed: each keeps to its share of the Open API limits"
             );
         }
-        Some(replicas)
     }
 
     /// Beats, sweeps and watches for stops until `stop`; then, once the turns still in
@@ -120,15 +105,12 @@ impl ReplicaDuties {
         loop {
             tokio::select! {
                 _ = beat.tick() => {
-                    self.beat().await;
+                    self.join().await;
                     if let Err(e) = self.recovery.sweep(&self.queues).await {
                         tracing::warn!(error = %e, "turns of stopped replicas not looked at; trying again");
                     }
                 }
-                _ = poll.tick() => {
-                    self.cancel_asked().await;
-                    self.count().await;
-                }
+                _ = poll.tick() => self.cancel_asked().await,
                 () = stop.cancelled() => break,
             }
         }

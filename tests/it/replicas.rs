@@ -74,6 +74,19 @@ fn replies_to(fake: &FakeFeishu, message_id: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits for the turn of `message_id` to end on one of `apps`: it succeeded and got
+/// exactly one reply.
+async fn answered_once(apps: &[&TestApp], fake: &FakeFeishu, message_id: &str) -> TurnRow {
+    let row = ended(apps, message_id).await;
+    assert_eq!(row.state, "succeeded", "{message_id}: {:?}", row.error);
+    assert_eq!(
+        replies_to(fake, message_id).len(),
+        1,
+        "{message_id} answered once"
+    );
+    row
+}
+
 /// Two requests to the bot in one thread, so in one session: `om_1` "first", then
 /// `om_2` "second".
 fn one_session_two_requests() -> (Msg, Msg) {
@@ -118,14 +131,12 @@ async fn both_replicas_run_turns_and_each_request_is_answered_once() {
         processed_by.push(by.0);
     }
     for (id, by) in ids.iter().zip(&processed_by) {
-        let row = ended(&[&a, &b], id).await;
-        assert_eq!(row.state, "succeeded", "{id}: {:?}", row.error);
+        let row = answered_once(&[&a, &b], &fake, id).await;
         assert_eq!(
             row.lease_owner.as_deref(),
             Some(*by),
             "{id}: the turn ran on the replica that queued it"
         );
-        assert_eq!(replies_to(&fake, id).len(), 1, "{id} answered once");
     }
     assert_eq!(db.count("turns").await, 12, "one turn per request");
     // Each replica names itself, and sees both alive.
@@ -252,7 +263,7 @@ async fn replicas_keep_the_apps_open_api_limits_together() {
     let fake = FakeFeishu::planner().await;
     let a = TestApp::spawn(config(&replica(&db, &fake, "", "replica-a"))).await;
     let b = TestApp::spawn(config(&replica(&db, &fake, "", "replica-b"))).await;
-    // Each counts both (b at its start, a at its next poll), and says so: the share it
+    // Each counts both (b at its start, a at its next heartbeat), and says so: the share it
     // keeps to when the database cannot record its calls.
     for app in [&a, &b] {
         let mut share = app.state.api_share.subscribe();
@@ -277,9 +288,7 @@ async fn replicas_keep_the_apps_open_api_limits_together() {
         assert_eq!(to.event(&signer.deliver(&ask)).await.status, 200);
     }
     for id in &ids {
-        let row = ended(&[&a, &b], id).await;
-        assert_eq!(row.state, "succeeded", "{id}: {:?}", row.error);
-        assert_eq!(replies_to(&fake, id).len(), 1, "{id} answered once");
+        answered_once(&[&a, &b], &fake, id).await;
     }
     let over = fake.state.violations.lock().expect("lock").clone();
     assert!(
