@@ -253,7 +253,7 @@ fn assemble(
                     Arc::new(Budget::new(api_share.clone(), ledger))
                 })
                 .clone();
-            let client = FeishuClient::new(http.clone(), p, budget);
+            let client = FeishuClient::new(http.clone(), p, budget).with_clock(clock.clone());
             (p.name.clone(), Arc::new(client))
         })
         .collect();

@@ -6,8 +6,9 @@
 //! that waits its resets gets through, and an answer is never dropped because others
 //! (another replica, another tool on the same app) spent the window. A transport
 //! failure or a server error is retried [`MAX_RETRIES`] times with
-//! the same body, so a send keeps its `uuid` and Feishu posts it once; an invalid token
-//! is replaced once. An intermediate call is made once, and only when the budget has
+//! the same body, so a send keeps its `uuid` and Feishu posts it once, and so is a
+//! tenant token that could not be had (the call was not made: [`OpenApiError::Token`]);
+//! an invalid token is replaced once. An intermediate call is made once, and only when the budget has
 //! room to spare: the next one carries everything it would have.
 
 use std::time::Duration;
@@ -50,14 +51,20 @@ struct Coded {
 
 /// Why one attempt did not succeed, when another may.
 enum Retryable {
+    /// No tenant token could be had; the call was not made.
+    Token(OpenApiError),
     Transport(reqwest::Error),
     Server(u16),
-    Limited { code: i64, reset: Option<Duration> },
+    Limited {
+        code: i64,
+        reset: Option<Duration>,
+    },
 }
 
 impl Retryable {
     fn into_error(self, endpoint: &'static str) -> OpenApiError {
         match self {
+            Self::Token(e) => OpenApiError::Token(Box::new(e)),
             Self::Transport(e) => OpenApiError::transport(endpoint, e),
             Self::Server(status) => OpenApiError::Status { endpoint, status },
             Self::Limited { code, reset } => OpenApiError::RateLimited { code, reset },
@@ -67,6 +74,7 @@ impl Retryable {
     /// What went wrong, for the log (no URL, no body).
     fn reason(&self) -> String {
         match self {
+            Self::Token(e) => format!("no tenant token ({e})"),
             Self::Transport(e) if e.is_timeout() => "timed out".into(),
             Self::Transport(e) if e.is_connect() => "could not connect".into(),
             Self::Transport(_) => "the connection broke off".into(),
@@ -105,24 +113,21 @@ impl FeishuClient {
             // The token first: fetching one takes room from the budget too, and a call
             // that had its room would otherwise wait for that fetch and go out late,
             // together with every other call that waited for it.
-            let token = self.tenant_token().await?;
-            if !self.budget.take(call.urgency).await {
-                return Err(OpenApiError::Deferred);
-            }
-            let mut request = self
-                .http
-                .request(call.method.clone(), &call.url)
-                .bearer_auth(token.expose_secret());
-            if !call.query.is_empty() {
-                request = request.query(call.query);
-            }
-            if let Some(body) = body() {
-                request = request.json(&body);
-            }
-            let retryable = match self.attempt(request, endpoint).await? {
+            let outcome = match self.tenant_token().await {
+                Ok(token) => {
+                    if !self.budget.take(call.urgency).await {
+                        return Err(OpenApiError::Deferred);
+                    }
+                    let request = self.request(&call, &token, body());
+                    self.attempt(request, endpoint).await?
+                }
+                Err(OpenApiError::NoSecret) => return Err(OpenApiError::NoSecret),
+                Err(e) => Attempt::Retry(Retryable::Token(e)),
+            };
+            let retryable = match outcome {
                 Attempt::Done(bytes) => return decode(endpoint, &bytes),
                 Attempt::TokenInvalid(e) => {
-                    self.forget_token().await;
+                    self.forget_token();
                     if refreshed || call.urgency == Urgency::Intermediate {
                         return Err(e);
                     }
@@ -152,6 +157,26 @@ impl FeishuClient {
             );
             tokio::time::sleep(wait).await;
         }
+    }
+
+    /// The request for one attempt of `call`.
+    fn request(
+        &self,
+        call: &Call<'_>,
+        token: &secrecy::SecretString,
+        body: Option<serde_json::Value>,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self
+            .http
+            .request(call.method.clone(), &call.url)
+            .bearer_auth(token.expose_secret());
+        if !call.query.is_empty() {
+            request = request.query(call.query);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        request
     }
 
     /// Sends one attempt and sorts out its answer.

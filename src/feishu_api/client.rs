@@ -1,16 +1,19 @@
 //! A small Open API client for one app: its tenant access token (cached, never one
-//! request per message), the app's call budget, and what an Open API failure says.
+//! request per message: see `token`), the app's call budget, and what an Open API
+//! failure says.
 
 use std::{sync::Arc, time::Duration};
 
 use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
-use tokio::{sync::Mutex, time::Instant};
 
-use super::budget::{Budget, Urgency};
+use super::{
+    budget::Budget,
+    token::{CachedToken, Refresh},
+};
 use crate::{
     config::Profile,
     redact::decode::{Failure, from_json_bytes},
+    util::{Clock, SystemClock},
 };
 
 /// Getting a tenant access token, as errors name it.
@@ -73,6 +76,10 @@ pub enum OpenApiError {
     /// The profile has no app secret.
     #[error("profile has no app_secret")]
     NoSecret,
+    /// The call was not made: no tenant access token could be had (the token endpoint
+    /// failed and the cached token, if any, has expired).
+    #[error("no tenant access token: {0}")]
+    Token(#[source] Box<OpenApiError>),
 }
 
 impl OpenApiError {
@@ -95,7 +102,14 @@ impl OpenApiError {
         })
     }
 
-    /// Feishu's code, when the API answered with one.
+    /// Whether the call was not made for want of a tenant token: worth making again once
+    /// the token endpoint answers.
+    pub fn token_unavailable(&self) -> bool {
+        matches!(self, Self::Token(_))
+    }
+
+    /// Feishu's code, when the API answered with one (a token endpoint's code is not the
+    /// call's: [`Self::Token`] has none).
     pub fn code(&self) -> Option<i64> {
         match self {
             Self::Api { code, .. } | Self::RateLimited { code, .. } => Some(*code),
@@ -109,37 +123,25 @@ impl OpenApiError {
     }
 }
 
-struct CachedToken {
-    value: SecretString,
-    refresh_at: Instant,
-}
-
 /// One app's client.
 pub struct FeishuClient {
     pub(super) http: reqwest::Client,
     pub(super) base: String,
-    app_id: String,
-    app_secret: Option<SecretString>,
-    token: Mutex<Option<CachedToken>>,
+    pub(super) app_id: String,
+    pub(super) app_secret: Option<SecretString>,
+    pub(super) token: std::sync::Mutex<Option<CachedToken>>,
+    /// Held by the one caller fetching a token.
+    pub(super) refresh: tokio::sync::Mutex<Refresh>,
     /// Shared by every client of the same app.
     pub(super) budget: Arc<Budget>,
+    /// Where token lifetimes are read.
+    pub(super) clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for FeishuClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "FeishuClient({}, {})", self.base, self.app_id)
     }
-}
-
-#[derive(Deserialize)]
-struct TokenAnswer {
-    code: i64,
-    #[serde(default)]
-    msg: String,
-    #[serde(default)]
-    tenant_access_token: Option<String>,
-    #[serde(default)]
-    expire: Option<u64>,
 }
 
 impl FeishuClient {
@@ -154,59 +156,22 @@ impl FeishuClient {
                 .app_secret
                 .clone()
                 .filter(|s| !s.expose_secret().is_empty()),
-            token: Mutex::new(None),
+            token: std::sync::Mutex::new(None),
+            refresh: tokio::sync::Mutex::default(),
             budget,
+            clock: Arc::new(SystemClock),
         }
     }
 
-    /// The tenant access token, from the cache while it has more than a tenth of its
-    /// life (at most ten minutes) left.
-    pub async fn tenant_token(&self) -> Result<SecretString, OpenApiError> {
-        let mut cached = self.token.lock().await;
-        if let Some(t) = cached.as_ref().filter(|t| Instant::now() < t.refresh_at) {
-            return Ok(t.value.clone());
-        }
-        let secret = self.app_secret.as_ref().ok_or(OpenApiError::NoSecret)?;
-        let body = serde_json::json!({"app_id": self.app_id, "app_secret": secret.expose_secret()});
-        self.budget.take(Urgency::Required).await;
-        let resp = self
-            .http
-            .post(format!(
-                "{}/open-apis/auth/v3/tenant_access_token/internal",
-                self.base
-            ))
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| OpenApiError::transport(TOKEN_ENDPOINT, e))?;
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|e| OpenApiError::transport(TOKEN_ENDPOINT, e))?;
-        let answer: TokenAnswer = decode(TOKEN_ENDPOINT, &bytes)?;
-        OpenApiError::check(answer.code, &answer.msg)?;
-        let value = answer.tenant_access_token.ok_or(OpenApiError::Missing {
-            endpoint: TOKEN_ENDPOINT,
-            missing: "tenant_access_token",
-        })?;
-        let life = answer.expire.unwrap_or(7200);
-        let margin = (life / 10).min(600);
-        let token = SecretString::from(value);
-        *cached = Some(CachedToken {
-            value: token.clone(),
-            refresh_at: Instant::now() + Duration::from_secs(life.saturating_sub(margin)),
-        });
-        Ok(token)
+    /// The client reading token lifetimes from `clock` (the app's).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Whether the client has a secret to send with.
     pub fn can_send(&self) -> bool {
         self.app_secret.is_some()
-    }
-
-    /// Drops the cached token (after the API called it invalid).
-    pub(super) async fn forget_token(&self) {
-        *self.token.lock().await = None;
     }
 }
 
@@ -237,8 +202,10 @@ pub(super) mod tests {
             base,
             app_id: "cli_test".into(),
             app_secret: Some(SecretString::from(SECRET)),
-            token: Mutex::new(None),
+            token: std::sync::Mutex::new(None),
+            refresh: tokio::sync::Mutex::default(),
             budget: Arc::default(),
+            clock: Arc::new(SystemClock),
         }
     }
 

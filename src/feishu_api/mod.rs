@@ -14,7 +14,9 @@ pub mod identity;
 pub mod outbound;
 mod read;
 pub mod reply;
+mod token;
 
 pub use budget::{ApiShare, Budget, Ledger, Urgency};
 pub use client::{FeishuClient, OpenApiError};
 pub use read::FetchedMessage;
+pub use token::REFRESH_RETRY;

@@ -117,7 +117,11 @@ impl Deliverer {
         topic_root_delivered: Option<(String, String, String)>,
     ) -> Result<(), TurnError> {
         let reply = match card {
-            Some(card) => match self.finish_card(job, card, answer).await {
+            Some(card) => match persist(&self.shutdown, "final card", &job.turn_id, || {
+                self.finish_card(job, card, answer)
+            })
+            .await
+            {
                 Ok(()) => card.sent.clone(),
                 Err(e) => {
                     tracing::warn!(turn_id = %job.turn_id, error = %e, "final card update failed; answering with text");

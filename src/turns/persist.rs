@@ -1,9 +1,12 @@
-//! Turn writes that outlast a database failure.
+//! Turn writes that outlast a database failure, and answers that outlast a token outage.
 //!
 //! Once a turn has started, what it must record (its answer before posting it, its end
 //! after) is retried until the database takes it — a full disk or a restarting server
 //! only delays the turn — or until the bridge shuts down, when recovery finishes the turn
-//! at the next start. What the database refuses outright is not retried.
+//! at the next start. What the database refuses outright is not retried. A stored
+//! answer that could not be posted for want of a tenant token (the token endpoint down,
+//! the cached token expired) waits the same way: it is never given up because of a
+//! token fetch.
 
 use std::{future::Future, time::Duration};
 
@@ -11,21 +14,21 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{feishu_api::outbound::OutboundError, store::StoreError};
 
-/// An error that may be the database's alone.
-pub(super) trait MayBeDatabase: std::fmt::Display {
-    /// Retrying after the database is back can succeed.
-    fn database_failed(&self) -> bool;
+/// An error that may pass: the database's alone, or a tenant token not to be had.
+pub(super) trait Passing: std::fmt::Display {
+    /// Retrying once the database (or the token endpoint) is back can succeed.
+    fn passing(&self) -> bool;
 }
 
-impl MayBeDatabase for StoreError {
-    fn database_failed(&self) -> bool {
+impl Passing for StoreError {
+    fn passing(&self) -> bool {
         StoreError::database_failed(self)
     }
 }
 
-impl MayBeDatabase for OutboundError {
-    fn database_failed(&self) -> bool {
-        OutboundError::database_failed(self)
+impl Passing for OutboundError {
+    fn passing(&self) -> bool {
+        self.database_failed() || self.token_unavailable()
     }
 }
 
@@ -35,8 +38,8 @@ pub(super) fn pause(failures: u32) -> Duration {
     (Duration::from_millis(100) * factor).min(Duration::from_secs(5))
 }
 
-/// Runs `op` until it succeeds, fails for a reason other than the database, or
-/// `shutdown` is cancelled (the last error is returned then).
+/// Runs `op` until it succeeds, fails for a reason that does not pass, or `shutdown` is
+/// cancelled (the last error is returned then).
 pub(super) async fn persist<T, E, Fut>(
     shutdown: &CancellationToken,
     what: &'static str,
@@ -44,7 +47,7 @@ pub(super) async fn persist<T, E, Fut>(
     mut op: impl FnMut() -> Fut,
 ) -> Result<T, E>
 where
-    E: MayBeDatabase,
+    E: Passing,
     Fut: Future<Output = Result<T, E>>,
 {
     let mut failures = 0u32;
@@ -52,19 +55,14 @@ where
         match op().await {
             Ok(v) => {
                 if failures > 0 {
-                    tracing::info!(
-                        turn_id,
-                        what,
-                        failures,
-                        "the database took the turn's write"
-                    );
+                    tracing::info!(turn_id, what, failures, "the turn's write went through");
                 }
                 return Ok(v);
             }
-            Err(e) if e.database_failed() => {
+            Err(e) if e.passing() => {
                 failures += 1;
                 if failures == 1 {
-                    tracing::warn!(turn_id, what, error = %e, "the database failed; retrying the turn's write");
+                    tracing::warn!(turn_id, what, error = %e, "the turn's write failed; retrying until it goes through");
                 }
                 tokio::select! {
                     () = tokio::time::sleep(pause(failures)) => {}

@@ -37,6 +37,7 @@ mod storage_faults;
 mod store_conformance;
 mod streaming;
 mod support;
+mod token_outage;
 mod turns;
 mod vectors;
 mod vocabulary;

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
+use feishu_bridge::util::{ManualClock, UnixMs};
 use serde_json::json;
 
 use crate::{
@@ -142,7 +143,8 @@ both_backends!(
 async fn token_life(db: TestDb) {
     let fake = FakeFeishu::planner().await;
     let text = with_feishu(&db, &fake, "");
-    let mut app = TestApp::spawn(config(&text)).await;
+    let clock = std::sync::Arc::new(ManualClock::at(UnixMs::now()));
+    let mut app = TestApp::spawn_with_clock(config(&text), clock.clone()).await;
     let tokens = || fake.state.token_requests.load(Ordering::SeqCst);
     let attempts = || fake.state.send_attempts.load(Ordering::SeqCst);
     let ask = |id: &str| Msg::group(id, "hello").at_bot().in_thread("om_root");
@@ -165,21 +167,28 @@ async fn token_life(db: TestDb) {
         "refused, then again"
     );
 
-    // A token with no life left is replaced before it is used, not after a refusal.
-    fake.state.token_expire.store(0, Ordering::SeqCst);
-    fake.state.revoke_token();
+    // Two hours later (on both clocks) the token has expired: it is replaced before it
+    // is used, not after a refusal.
+    let later = std::time::Duration::from_secs(7_300);
+    clock.advance(later);
+    fake.state.tokens.advance(later);
+    let expired_refusals = || {
+        let refusals = fake.state.refusals.lock().expect("lock");
+        refusals
+            .iter()
+            .filter(|(_, code)| *code == 99991663)
+            .count()
+    };
+    let (t0, a0, r0) = (tokens(), attempts(), expired_refusals());
     assert_eq!(app.ask(&ask("om_4")).await, "answered");
-    assert!(tokens() >= 3);
-    let gets = || fake.state.get_requests.load(Ordering::SeqCst);
-    let (t0, a0, g0) = (tokens(), attempts(), gets());
-    assert_eq!(app.ask(&ask("om_5")).await, "answered");
-    assert_eq!(attempts() - a0, 1, "no refusal: refreshed before sending");
     assert_eq!(
-        tokens() - t0,
-        attempts() - a0 + gets() - g0,
-        "a fresh token for every call"
+        expired_refusals(),
+        r0,
+        "no call went out with the expired token"
     );
-    assert_eq!(app.turn_of("om_5").await.state, "succeeded");
+    assert_eq!(attempts() - a0, 1, "no refusal: refreshed before sending");
+    assert_eq!(tokens() - t0, 1, "one fresh token, cached again");
+    assert_eq!(app.turn_of("om_4").await.state, "succeeded");
     app.stop().await.expect("clean stop");
 }
 both_backends!(

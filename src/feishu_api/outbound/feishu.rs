@@ -215,6 +215,7 @@ impl FeishuOutbound {
                         | OpenApiError::RateLimited { .. }
                         | OpenApiError::Deferred
                         | OpenApiError::NoSecret
+                        | OpenApiError::Token(_)
                 ) || e.is(&RATE_LIMITED);
                 if !passing {
                     tracing::warn!(profile = %card.profile, code = ?e.code(), error = %e, "CardKit refused this app (does it have the scope cardkit:card:write?); streaming cards are updated as messages for a while");

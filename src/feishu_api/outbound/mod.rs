@@ -183,6 +183,12 @@ impl OutboundError {
         matches!(self, Self::Store(e) if e.database_failed())
     }
 
+    /// Whether it was not sent for want of a tenant token (see
+    /// [`OpenApiError::token_unavailable`]).
+    pub fn token_unavailable(&self) -> bool {
+        matches!(self, Self::Api(e) if e.token_unavailable())
+    }
+
     /// Whether Feishu refused it for its size.
     pub fn too_large(&self) -> bool {
         matches!(self, Self::Api(e) if e.is(&codes::TOO_LARGE))

@@ -4,7 +4,8 @@
 //! counts the calls. Wire formats and codes: `/work/shared/feishu-protocol.md` §10, §11.
 //!
 //! `limits`: sizes and sliding windows; `gate`: refusals and the checks every call
-//! passes first; `messages`: token, bot info, get, send/reply, card PATCH; `cardkit`:
+//! passes first; `tokens`: the tenant tokens; `messages`: send/reply; `reads`: bot info,
+//! get; `card_patch`: card PATCH; `cardkit`:
 //! card entities; `mentions`: who would be pinged; `views`: what tests read back. The
 //! long connection (`super::fake_longconn`) can be mounted beside it.
 
@@ -16,6 +17,7 @@ mod limits;
 mod mentions;
 mod messages;
 mod reads;
+mod tokens;
 mod views;
 
 use std::{
@@ -38,6 +40,7 @@ pub use limits::{
 };
 pub use mentions::tags_in as mention_tags;
 use serde_json::Value;
+pub use tokens::{TokenFault, Tokens};
 use tokio::{net::TcpListener, sync::broadcast};
 
 use super::fake_longconn::FakeLongConn;
@@ -67,10 +70,8 @@ pub struct FakeState {
     pub failures: Mutex<Vec<(u16, i64)>>,
     /// Send attempts seen (including refused ones).
     pub send_attempts: AtomicUsize,
-    /// `expire` of issued tokens, in seconds.
-    pub token_expire: AtomicU64,
-    /// Current token generation: only `t-fake-<gen>` is valid.
-    pub token_gen: AtomicUsize,
+    /// The tenant tokens it issued and accepts, and its token endpoint's failures.
+    pub tokens: Tokens,
     /// Card updates received, in order: (message id, card JSON).
     pub patches: Mutex<Vec<(String, Value)>>,
     /// While set, replies and sends are recorded as attempts and never answered (a
@@ -194,8 +195,7 @@ impl FakeFeishu {
             create_time: Mutex::default(),
             failures: Mutex::default(),
             send_attempts: AtomicUsize::default(),
-            token_expire: AtomicU64::new(7200),
-            token_gen: AtomicUsize::default(),
+            tokens: Tokens::default(),
             patches: Mutex::default(),
             hang: AtomicBool::default(),
             activity: broadcast::channel(1024).0,
@@ -221,7 +221,7 @@ impl FakeFeishu {
         let app = Router::new()
             .route(
                 "/open-apis/auth/v3/tenant_access_token/internal",
-                post(reads::token),
+                post(tokens::token),
             )
             .route("/open-apis/bot/v3/info", get(reads::bot_info))
             .route(

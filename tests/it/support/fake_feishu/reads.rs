@@ -1,40 +1,19 @@
-//! The reading endpoints: the tenant token, bot info, and one message.
+//! The reading endpoints: bot info, and one message.
 
 use std::sync::{Arc, atomic::Ordering};
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, State},
     http::{HeaderMap, StatusCode, Uri},
     response::{IntoResponse, Response},
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{FakeState, gate::success};
 
-const TOKEN: &str = "POST /open-apis/auth/v3/tenant_access_token/internal";
 const BOT_INFO: &str = "GET /open-apis/bot/v3/info";
 const GET: &str = "GET /open-apis/im/v1/messages/{message_id}";
-
-pub(super) async fn token(State(s): State<Arc<FakeState>>, uri: Uri, raw: Bytes) -> Response {
-    s.token_requests.fetch_add(1, Ordering::SeqCst);
-    if let Err(refused) = s.check_storm(TOKEN, uri.path()) {
-        return refused.into_response();
-    }
-    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-    if body["app_secret"] != s.app_secret {
-        return s
-            .refuse(TOKEN, StatusCode::OK, 10014, "app secret invalid")
-            .into_response();
-    }
-    Json(json!({
-        "code": 0, "msg": "ok",
-        "tenant_access_token": s.current_token(),
-        "expire": s.token_expire.load(Ordering::SeqCst),
-    }))
-    .into_response()
-}
 
 pub(super) async fn bot_info(
     State(s): State<Arc<FakeState>>,

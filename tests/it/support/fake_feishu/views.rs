@@ -9,21 +9,17 @@ use serde_json::Value;
 use super::{FakeState, entities::find_element};
 
 impl FakeState {
-    /// The one token it accepts now.
-    pub fn current_token(&self) -> String {
-        format!("t-fake-{}", self.token_gen.load(Ordering::SeqCst))
-    }
-
-    /// Invalidates the current token (Feishu answers 99991663 to it from now on).
+    /// Invalidates every token issued (Feishu answers 99991663 to them from now on).
     pub fn revoke_token(&self) {
-        self.token_gen.fetch_add(1, Ordering::SeqCst);
+        self.tokens.revoke();
     }
 
     pub(super) fn authorized(&self, headers: &HeaderMap) -> bool {
         headers
             .get("authorization")
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v == format!("Bearer {}", self.current_token()))
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| self.tokens.valid(t))
     }
 
     /// Whether `id` was recalled; a request about it is counted in `calls_to_recalled`.
