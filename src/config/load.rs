@@ -194,6 +194,10 @@ encrypt_key = "ek-b"
         let config = load_from_str(TWO_PROFILES, &env).expect("loads");
         assert_eq!(config.server.admin_token(), Some("env-admin"));
         assert_eq!(config.database.redacted_url(), "postgres://u:***@db/x");
+        assert_eq!(
+            super::super::redact_url("postgres://u@db/x?sslmode=require&password=pw&user=u"),
+            "postgres://u@db/x?sslmode=require&password=***&user=u"
+        );
         assert_eq!(config.profiles[1].encrypt_key(), Some("ek-env"));
         let secret = config.profiles[0].app_secret.as_ref().expect("set");
         assert_eq!(secret.expose_secret(), "as-env");

@@ -95,16 +95,31 @@ impl DatabaseConfig {
     }
 }
 
-/// Replaces the password of a URL with `***`; leaves other strings alone.
+/// Replaces the password of a URL with `***`, in its user part and in a `password=`
+/// parameter (which Postgres URLs also take); leaves other strings alone.
 pub fn redact_url(raw: &str) -> String {
-    match url::Url::parse(raw) {
-        Ok(mut u) if u.password().is_some() => {
-            // Cannot fail: a URL that has a password has a host, so it takes a new one.
-            let _ = u.set_password(Some("***"));
-            u.to_string()
-        }
-        _ => raw.to_string(),
+    let Ok(mut u) = url::Url::parse(raw) else {
+        return raw.to_string();
+    };
+    let in_query = u.query_pairs().any(|(k, _)| k == "password");
+    if u.password().is_none() && !in_query {
+        return raw.to_string();
     }
+    if u.password().is_some() {
+        // Cannot fail: a URL that has a password has a host, so it takes a new one.
+        let _ = u.set_password(Some("***"));
+    }
+    if in_query {
+        let pairs: Vec<(String, String)> = u
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if k == "password" { "***".into() } else { v };
+                (k.into_owned(), v.into_owned())
+            })
+            .collect();
+        u.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    u.to_string()
 }
 
 /// `[context]`: hub defaults for the context engine.

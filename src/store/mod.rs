@@ -20,6 +20,7 @@ mod feed;
 mod hygiene;
 mod inbox;
 mod outbound;
+mod pg_tls;
 mod postgres;
 mod records;
 mod sessions;
@@ -97,7 +98,8 @@ pub enum StoreError {
     #[error("migration failed")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// The database could not be connected to at all: refused, unknown host, wrong
-    /// credentials, no such database. `at` is `host:port`, never the URL's password.
+    /// credentials, no such database, a TLS handshake or certificate it failed, a CA
+    /// file that cannot be used. `at` is `host:port`, never the URL's password.
     #[error("the database at {at} {why}")]
     Unreachable { at: String, why: String },
     /// A write was not confirmed committed (its connection's transaction state was in

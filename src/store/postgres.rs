@@ -4,7 +4,8 @@
 //! `synchronous_commit = on`), so an acknowledged event survives a bridge crash and a
 //! database-server power loss. Workers claim with `FOR UPDATE SKIP LOCKED`, so replicas
 //! never process the same event twice. A connection sqlx still counts inside a
-//! transaction is closed, never reused (see `hygiene`).
+//! transaction is closed, never reused (see `hygiene`). Connections use TLS as the URL's
+//! `sslmode` asks; `pg_tls` checks those settings and words TLS failures.
 
 use std::{str::FromStr, time::Duration};
 
@@ -23,13 +24,17 @@ pub struct PgStore {
 }
 
 impl PgStore {
-    /// Connects a pool. Connecting and acquiring are bounded by `timeout`.
+    /// Connects a pool. Connecting and acquiring are bounded by `timeout`. The URL's TLS
+    /// settings are checked first (see `pg_tls`).
     pub async fn open(
         url: &str,
         timeout: Duration,
         max_connections: u32,
     ) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(url)?;
+        let at = at(&options);
+        let options = super::pg_tls::prepare(url, options)
+            .map_err(|why| StoreError::Unreachable { at, why })?;
         Self::open_with(options, timeout, max_connections).await
     }
 
@@ -70,20 +75,24 @@ async fn why_not(options: &PgConnectOptions, timeout: std::time::Duration) -> St
 
 /// A connection failure in words, when it is one.
 fn unreachable(options: &PgConnectOptions, e: &sqlx::Error) -> Option<StoreError> {
-    let why = match e {
+    let why = super::pg_tls::failure(options, e).or_else(|| not_tls(e))?;
+    Some(StoreError::Unreachable {
+        at: at(options),
+        why,
+    })
+}
+
+/// A connection failure that TLS had no part in, in words, when it is one.
+fn not_tls(e: &sqlx::Error) -> Option<String> {
+    Some(match e {
         sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
             "refused the connection: is Postgres running and listening there?".to_string()
         }
         sqlx::Error::Io(io) => format!("could not be reached: {io}"),
-        sqlx::Error::Tls(t) => format!("failed the TLS handshake: {t}"),
         // Authentication and unknown databases come back as the server's own words,
         // which never quote the password.
         sqlx::Error::Database(d) => format!("refused the login: {}", d.message()),
         _ => return None,
-    };
-    Some(StoreError::Unreachable {
-        at: at(options),
-        why,
     })
 }
 

@@ -27,6 +27,7 @@ mod openai_agent;
 mod operating;
 mod outage;
 mod pending;
+mod pg_tls;
 mod readme_curl;
 mod replicas;
 mod replies;

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod cards;
+pub mod certs;
 pub mod cli;
 pub mod crash;
 pub mod db;
@@ -14,6 +15,7 @@ pub mod fake_summarizer;
 pub mod feishu;
 pub mod full_disk;
 pub mod gated_agent;
+pub mod pg_cluster;
 pub mod proxy;
 pub mod raw;
 
