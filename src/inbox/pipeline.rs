@@ -44,8 +44,9 @@ pub enum ProcessError {
     /// The payload does not have the shape of its event type.
     #[error(transparent)]
     Parse(#[from] events::ParseError),
-    /// The database failed; the event is retried.
-    #[error("store: {0}")]
+    /// The database failed (the event is retried), or refused what the event carried
+    /// (retried up to `worker.max_attempts`); shown with the database's own reason.
+    #[error("store: {}", .0.reason())]
     Store(#[from] StoreError),
     /// A reply could not be sent.
     #[error("reply not sent: {0}")]

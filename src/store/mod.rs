@@ -135,7 +135,8 @@ impl StoreError {
     }
 
     /// Whether the database refused a write because of one row's content (a value it
-    /// cannot hold, a constraint, a size limit) rather than being unable to write at all:
+    /// cannot hold, a constraint, a size limit, a trigger's exception) rather than being
+    /// unable to write at all:
     /// a group commit failing this way is retried row by row, so only the bad row is
     /// refused.
     pub fn refuses_row(&self) -> bool {
@@ -146,9 +147,31 @@ impl StoreError {
             return true;
         }
         if let Some(pg) = e.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
-            // SQLSTATE classes: 22 data exception, 23 integrity constraint violation,
-            // 54 program limit exceeded (say, an index row too large).
-            return matches!(pg.code().get(..2), Some("22" | "23" | "54"));
+            // The SQLSTATE classes of the database's own condition, worth waiting out:
+            // 08 connection, 25 transaction state (read-only), 28 authorization, 3D no
+            // such database, 40 rollback (serialization, deadlock), 42 schema or
+            // privilege, 53 resources (disk full), 55 object state (lock not available),
+            // 57 operator intervention (shutdown, cancel), 58 system (I/O), F0
+            // configuration, XX internal. Anything else was the statement's: a data
+            // exception (22), a constraint (23), a limit (54), a trigger's RAISE (P0) or
+            // a code this version does not know — retrying it unchanged would meet it
+            // again, so its event's attempts are counted and bounded.
+            return !matches!(
+                pg.code().get(..2),
+                Some(
+                    "08" | "25"
+                        | "28"
+                        | "3D"
+                        | "40"
+                        | "42"
+                        | "53"
+                        | "55"
+                        | "57"
+                        | "58"
+                        | "F0"
+                        | "XX"
+                )
+            );
         }
         // SQLite's extended result code; its low byte is the primary code: 18 TOOBIG,
         // 19 CONSTRAINT, 20 MISMATCH, 25 RANGE.

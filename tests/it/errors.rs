@@ -74,6 +74,21 @@ async fn rejections_store_nothing(db: TestDb) {
     assert_eq!((a.status, a.code()), (400, "malformed_json"), "{}", a.text);
     let a = app.event(&signer.request(r#"{"hello":"world"}"#)).await;
     assert_eq!((a.status, a.code()), (400, "malformed_json"), "{}", a.text);
+    // A JSON array is no callback, even one holding a real encrypted event where an
+    // envelope's first member would be: it is not read by position.
+    let real = signer.message("ev-array", "om-array", "hi");
+    let encrypt: serde_json::Value = serde_json::from_str(&real.body).expect("JSON");
+    let array = format!("[{}]", encrypt["encrypt"]);
+    let a = app.event(&signer.signed_body(array)).await;
+    assert_eq!((a.status, a.code()), (400, "malformed_json"), "{}", a.text);
+    let plain_array = crate::support::Request {
+        body:
+            r#"["2.0", {"event_id": "ev-x", "token": "t", "event_type": "im.message.receive_v1"}]"#
+                .into(),
+        headers: vec![],
+    };
+    let a = app.post("plain", "event", &plain_array).await;
+    assert_eq!((a.status, a.code()), (400, "malformed_json"), "{}", a.text);
 
     // unknown_profile.
     let a = app.post("nobody", "event", &good).await;

@@ -5,7 +5,7 @@ use serde::{Deserialize, de::IgnoredAny};
 
 use super::{
     Credentials, Freshness, Rejection, SignedHeaders, Verified, VerifiedEvent, check_fresh,
-    check_token, verify_event,
+    check_token, object, verify_event,
 };
 use crate::protocol::{crypto, envelope::Probe, events};
 
@@ -30,8 +30,8 @@ pub fn verify_card_url(
     body: &[u8],
     freshness: Freshness,
 ) -> Result<Verified, Rejection> {
-    let event_format = serde_json::from_slice::<EventFormat>(body)
-        .is_ok_and(|f| f.encrypt.is_some() || f.schema.is_some());
+    let event_format =
+        object::<EventFormat>(body).is_some_and(|f| f.encrypt.is_some() || f.schema.is_some());
     if event_format {
         verify_event(creds, headers, body, freshness)
     } else {
@@ -57,8 +57,8 @@ pub fn verify_card(
         }
         _ => None,
     };
-    let probe: Probe = serde_json::from_slice(body)
-        .map_err(|_| Rejection::MalformedJson("body is not a JSON object".into()))?;
+    let probe: Probe =
+        object(body).ok_or_else(|| Rejection::MalformedJson("body is not a JSON object".into()))?;
     if probe.kind.as_deref() == Some("url_verification") {
         let challenge = probe
             .challenge

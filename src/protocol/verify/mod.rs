@@ -137,10 +137,10 @@ pub fn verify_event(
                 }
                 _ => false,
             };
-            let outer = match serde_json::from_slice::<Outer>(body) {
-                Ok(outer) => outer,
-                Err(_) if signed => return Err(not_an_object()),
-                Err(_) => return Err(unsigned()),
+            let outer = match object::<Outer>(body) {
+                Some(outer) => outer,
+                None if signed => return Err(not_an_object()),
+                None => return Err(unsigned()),
             };
             let plaintext = match outer.encrypt {
                 Some(enc) => match crypto::decrypt(aes, &enc) {
@@ -158,7 +158,7 @@ pub fn verify_event(
             (plaintext, signed)
         }
         None => {
-            let outer: Outer = serde_json::from_slice(body).map_err(|_| not_an_object())?;
+            let outer: Outer = object(body).ok_or_else(not_an_object)?;
             if outer.encrypt.is_some() {
                 return Err(Rejection::Undecryptable(
                     "body is encrypted but the profile has no encrypt_key",
@@ -168,12 +168,12 @@ pub fn verify_event(
         }
     };
 
-    let probe: Probe = match serde_json::from_slice(&plaintext) {
-        Ok(p) => p,
-        Err(_) if creds.encrypt.is_some() && !signed => return Err(unsigned()),
-        Err(_) => {
+    let probe: Probe = match object(&plaintext) {
+        Some(p) => p,
+        None if creds.encrypt.is_some() && !signed => return Err(unsigned()),
+        None => {
             return Err(Rejection::MalformedJson(
-                "decrypted body is not JSON".into(),
+                "decrypted body is not a JSON object".into(),
             ));
         }
     };
@@ -219,6 +219,16 @@ pub fn verify_event(
             }))
         }
     }
+}
+
+/// `bytes` read as `T` when they hold a JSON object. Serde reads a struct from a JSON
+/// array too, field by field in order; no callback is an array.
+fn object<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<T> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return None;
+    }
+    serde_json::from_slice(bytes).ok()
 }
 
 fn not_an_object() -> Rejection {
@@ -295,6 +305,30 @@ mod tests {
 
     fn sign(body: &str) -> String {
         crypto::event_signature("1", "2", KEY, body.as_bytes())
+    }
+
+    #[test]
+    fn a_json_array_is_no_callback_whatever_it_holds() {
+        // Serde would read these positionally as `{"encrypt": …}` or as an envelope.
+        let encrypted = crypto::encrypt(&AesKey::derive(KEY), [7; 16], b"{}");
+        let bodies = [
+            format!("[\"{encrypted}\"]"),
+            r#"["2.0", {"event_id":"e","token":"t","event_type":"x"}]"#.to_string(),
+            " \n[]".to_string(),
+        ];
+        for body in &bodies {
+            let signed = check(Some(KEY), Some(&sign(body)), body);
+            assert!(
+                matches!(&signed, Err(Rejection::MalformedJson(m)) if m == "body is not a JSON object"),
+                "{body}: {signed:?}"
+            );
+            let plain = check(None, None, body);
+            assert!(
+                matches!(&plain, Err(Rejection::MalformedJson(_))),
+                "{body}: {plain:?}"
+            );
+            assert_eq!(plain.err().map(|r| r.code()), Some("malformed_json"));
+        }
     }
 
     #[test]

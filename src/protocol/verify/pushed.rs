@@ -5,7 +5,7 @@
 //! encrypted (`{"encrypt": …}`, which the docs say it is not, but the Node SDK would
 //! decrypt), it is decrypted with the profile's Encrypt Key.
 
-use super::{Outer, Rejection, VerifiedEvent, not_an_object};
+use super::{Outer, Rejection, VerifiedEvent, not_an_object, object};
 use crate::protocol::{
     crypto::{self, AesKey},
     envelope::{self, Classified, Probe},
@@ -14,7 +14,7 @@ use crate::protocol::{
 
 /// The event in a pushed payload, ready for the inbox.
 pub fn accept_pushed(payload: &[u8], aes: Option<&AesKey>) -> Result<VerifiedEvent, Rejection> {
-    let outer: Outer = serde_json::from_slice(payload).map_err(|_| not_an_object())?;
+    let outer: Outer = object(payload).ok_or_else(not_an_object)?;
     let plaintext = match (outer.encrypt, aes) {
         (Some(enc), Some(aes)) => crypto::decrypt(aes, &enc)
             .map_err(|_| Rejection::Undecryptable("encrypt field could not be decrypted"))?,
@@ -25,8 +25,8 @@ pub fn accept_pushed(payload: &[u8], aes: Option<&AesKey>) -> Result<VerifiedEve
         }
         (None, _) => payload.to_vec(),
     };
-    let probe: Probe = serde_json::from_slice(&plaintext)
-        .map_err(|_| Rejection::MalformedJson("push is not JSON".into()))?;
+    let probe: Probe = object(&plaintext)
+        .ok_or_else(|| Rejection::MalformedJson("push is not a JSON object".into()))?;
     let classified = envelope::classify(probe).map_err(|envelope::EnvelopeError::Missing(f)| {
         Rejection::MalformedJson(format!("not a Feishu event: {f} missing"))
     })?;

@@ -104,8 +104,12 @@ impl Signer {
 
     /// A signed `{"encrypt": …}` body whose content is arbitrary (for negative tests).
     pub fn signed_raw_encrypt(&self, encrypt_field: &str) -> Request {
+        self.signed_body(json!({ "encrypt": encrypt_field }).to_string())
+    }
+
+    /// `body` exactly as given, signed (for negative tests).
+    pub fn signed_body(&self, body: String) -> Request {
         let key = self.encrypt_key.as_deref().unwrap_or_default();
-        let body = json!({ "encrypt": encrypt_field }).to_string();
         let ts = now_secs().to_string();
         let sig = crypto::event_signature(&ts, "1", key, body.as_bytes());
         Request::signed(body, &ts, "1", &sig)

@@ -129,6 +129,61 @@ both_backends!(
     poisoned_alone
 );
 
+async fn poisoned_for_good(db: TestDb) {
+    let text = config_toml(&db, "");
+    let signer = Signer::default();
+    // The poisoned message first, then two more of its chat.
+    let messages = [
+        Msg::group("om_raise", "note").in_chat("oc_raise"),
+        said("oc_raise", 1),
+        said("oc_raise", 2),
+    ];
+    let reqs: Vec<_> = messages.iter().map(|m| signer.deliver(m)).collect();
+    store_waiting(&text, &[reqs]).await;
+    // An exception no list of the database's conditions names: a plain plpgsql RAISE
+    // (SQLSTATE P0001); SQLite reports a trigger's RAISE as a constraint.
+    fail_verdict_of(
+        &db,
+        "raising",
+        "om_raise",
+        "SELECT RAISE(ABORT, 'raised by a trigger')",
+        "RAISE EXCEPTION 'raised by a trigger'",
+    )
+    .await;
+
+    let mut cfg = worker_on(&text);
+    cfg.worker.max_attempts = 3;
+    cfg.worker.retry_max_ms = 20;
+    let mut app = TestApp::spawn(cfg).await;
+    assert_eq!(app.settled("ev-om_raise").await, "failed");
+    let row = app
+        .state
+        .store
+        .inbox_event("planner", "ev-om_raise")
+        .await
+        .expect("store")
+        .expect("row");
+    assert_eq!(row.attempts, 3, "{row:?}");
+    let error = row.last_error.as_deref().unwrap_or_default();
+    assert!(error.contains("raised by a trigger"), "the reason: {row:?}");
+    if db.kind == Kind::Postgres {
+        assert!(error.contains("P0001"), "{row:?}");
+    }
+    assert!(!error.contains("database error"), "{row:?}");
+    // The chat moved on.
+    for m in &messages[1..] {
+        let id = &m.message_id;
+        assert_eq!(app.settled(&format!("ev-{id}")).await, "done", "{id}");
+        assert_eq!(count_of(&db, VERDICTS, id).await, 1, "verdicts of {id}");
+    }
+    assert_eq!(count_of(&db, VERDICTS, "om_raise").await, 0);
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    an_event_that_keeps_failing_with_an_unknown_code_is_failed_with_its_reason_and_its_chat_moves_on,
+    poisoned_for_good
+);
+
 async fn failure_after_a_command(db: TestDb) {
     let fake = FakeFeishu::planner().await;
     let text = config_toml(&db, &fake.profile_keys());
