@@ -3,6 +3,7 @@
 
 mod agents;
 mod card_callbacks;
+mod card_texts;
 mod cards;
 mod cli;
 mod commands;

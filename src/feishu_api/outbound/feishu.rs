@@ -23,6 +23,7 @@ use crate::{
         codes::{NO_THREAD, RATE_LIMITED, TARGET_GONE, TOO_LARGE},
         fit,
         reply::{Content, Destination, Sent, markdown_card},
+        summary,
     },
     store::OutboundStore,
     util::UnixMs,
@@ -151,7 +152,7 @@ impl FeishuOutbound {
             Format::Text => fit::split(&reply.text, fit::MAX_MESSAGE_CHARS, fit::chars),
             Format::Markdown => fit::split(
                 &reply.text,
-                fit::card_text_room(&markdown_card("")),
+                fit::card_text_room(&markdown_card("")).saturating_sub(summary::RESERVE),
                 fit::card_text_bytes,
             ),
         }
