@@ -2,7 +2,8 @@
 //! dry run or has no app secret). Every posted part is also recorded.
 //!
 //! What a real tenant needs beyond a plain call: a chat that refuses replies in thread
-//! gets its answer as a quote in the chat (once learned, for a while, straight away);
+//! gets its answer as a quote in the chat (once learned, for a while, straight away), and
+//! so does a message that cannot take one (an aggregated message: that reply only);
 //! a request message that was recalled gets no further calls; a long answer goes in
 //! parts that each fit Feishu's byte limits; a card streams through CardKit when the app
 //! may use it, else through updates of its message.
@@ -20,7 +21,7 @@ use crate::{
     feishu_api::{
         FeishuClient, OpenApiError,
         budget::Urgency,
-        codes::{NO_THREAD, RATE_LIMITED, TARGET_GONE, TOO_LARGE},
+        codes::{CHAT_WITHOUT_THREADS, NO_THREAD, RATE_LIMITED, TARGET_GONE, TOO_LARGE},
         fit,
         reply::{Content, Destination, Sent, markdown_card},
         summary,
@@ -123,9 +124,15 @@ impl FeishuOutbound {
         };
         let posted = match client.post(to, content, &id).await {
             Err(e) if to.in_thread() && e.is(&NO_THREAD) => {
-                tracing::info!(profile = %reply.profile, chat_id = %reply.chat_id, code = ?e.code(), "the chat takes no replies in thread; answering in the chat");
-                self.threadless
-                    .insert(&reply.chat_id, e.code().unwrap_or_default());
+                if e.is(&CHAT_WITHOUT_THREADS) {
+                    tracing::info!(profile = %reply.profile, chat_id = %reply.chat_id, code = ?e.code(), "the chat takes no replies in thread; answering in the chat");
+                    self.threadless
+                        .insert(&reply.chat_id, e.code().unwrap_or_default());
+                } else {
+                    // About this message only (an aggregated one): the chat's next
+                    // replies go in thread as usual.
+                    tracing::info!(profile = %reply.profile, chat_id = %reply.chat_id, code = ?e.code(), "this message takes no reply in thread; answering it in the chat");
+                }
                 client
                     .post(to.without_thread(), content, &uuid::unthreaded(&base))
                     .await

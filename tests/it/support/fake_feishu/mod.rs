@@ -84,6 +84,10 @@ pub struct FakeState {
     /// Messages in chats that refuse thread replies: a reply to one with
     /// `reply_in_thread: true` is refused with 230071.
     pub no_thread: Mutex<HashSet<String>>,
+    /// Aggregated (merged) messages: a reply to one with `reply_in_thread: true` is
+    /// refused with 230072 ([DOC] `im-v1/message/reply.md`); its chat takes thread
+    /// replies to other messages.
+    pub aggregated: Mutex<HashSet<String>>,
     /// Recalled messages: replies to them are refused (230011), and so are GETs and
     /// card updates of them.
     pub recalled: Mutex<HashSet<String>>,
@@ -201,6 +205,7 @@ impl FakeFeishu {
             activity: broadcast::channel(1024).0,
             attempt_uuids: Mutex::default(),
             no_thread: Mutex::default(),
+            aggregated: Mutex::default(),
             recalled: Mutex::default(),
             calls_to_recalled: AtomicUsize::default(),
             violations: Mutex::default(),
