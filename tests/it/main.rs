@@ -3,6 +3,7 @@
 
 mod agents;
 mod card_callbacks;
+mod card_races;
 mod card_texts;
 mod cards;
 mod cli;
@@ -15,6 +16,7 @@ mod delivery;
 mod digest;
 mod errors;
 mod explain;
+mod fake_card_rules;
 mod fake_longconn;
 mod fake_openapi;
 mod feed;
@@ -37,6 +39,7 @@ mod shutdown;
 mod storage_faults;
 mod store_conformance;
 mod streaming;
+mod streaming_window;
 mod support;
 mod turns;
 mod vectors;

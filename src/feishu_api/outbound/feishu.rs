@@ -13,14 +13,13 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use async_trait::async_trait;
 
 use super::{
-    ANSWER_ELEMENT, CardReply, CardUpdate, Format, Outbound, OutboundError, PostedCard,
-    RecordingOutbound, Reply, memory::Memory, pacing, uuid,
+    CardReply, CardUpdate, Format, Outbound, OutboundError, PostedCard, RecordingOutbound, Reply,
+    memory::Memory, pacing, uuid,
 };
 use crate::{
     config::Config,
     feishu_api::{
         FeishuClient, OpenApiError,
-        budget::Urgency,
         codes::{CHAT_WITHOUT_THREADS, NO_THREAD, RATE_LIMITED, TARGET_GONE, TOO_LARGE},
         fit,
         reply::{Content, Destination, Sent, markdown_card},
@@ -284,52 +283,6 @@ impl Outbound for FeishuOutbound {
         let Some(client) = self.sender(update.profile) else {
             return self.recording.update_card(update).await;
         };
-        let card = update.card;
-        let intermediate = update.urgency == Urgency::Intermediate;
-        if intermediate && card.pace.quiet() {
-            return Err(OutboundError::Api(OpenApiError::Deferred));
-        }
-        let done = match &card.entity {
-            Some(entity) if intermediate => {
-                card.pace.wait(pacing::ENTITY_SPACING).await;
-                client
-                    .stream_text(
-                        &entity.card_id,
-                        ANSWER_ELEMENT,
-                        update.text,
-                        &entity.sequence,
-                        Urgency::Intermediate,
-                    )
-                    .await
-            }
-            Some(entity) => {
-                card.pace.wait(pacing::ENTITY_SPACING).await;
-                if let Err(e) = client
-                    .stop_streaming(&entity.card_id, &entity.sequence)
-                    .await
-                {
-                    tracing::warn!(profile = %update.profile, error = %e, "streaming mode not turned off; replacing the card anyway");
-                }
-                card.pace.wait(pacing::ENTITY_SPACING).await;
-                client
-                    .replace_card_entity(
-                        &entity.card_id,
-                        update.view,
-                        &entity.sequence,
-                        Urgency::Required,
-                    )
-                    .await
-            }
-            None => {
-                card.pace.wait(pacing::MESSAGE_SPACING).await;
-                client
-                    .patch_card(card.message_id(), update.view, update.urgency)
-                    .await
-            }
-        };
-        if let Err(OpenApiError::RateLimited { reset, .. }) = &done {
-            card.pace.hush(*reset);
-        }
-        done.map_err(OutboundError::Api)
+        Self::update_posted(client, update).await
     }
 }
