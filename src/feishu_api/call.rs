@@ -20,7 +20,8 @@ use super::{
     FeishuClient, OpenApiError,
     budget::Urgency,
     client::decode,
-    codes::{self, RATE_LIMITED, TOKEN_INVALID},
+    codes::{self, INTERACTING, RATE_LIMITED, TOKEN_INVALID},
+    defuse,
 };
 
 /// Retries of one required call after transport failures and server errors.
@@ -59,6 +60,7 @@ enum Retryable {
         code: i64,
         reset: Option<Duration>,
     },
+    Interacting(i64, String),
 }
 
 impl Retryable {
@@ -68,6 +70,7 @@ impl Retryable {
             Self::Transport(e) => OpenApiError::transport(endpoint, e),
             Self::Server(status) => OpenApiError::Status { endpoint, status },
             Self::Limited { code, reset } => OpenApiError::RateLimited { code, reset },
+            Self::Interacting(code, msg) => OpenApiError::Api { code, msg },
         }
     }
 
@@ -80,6 +83,7 @@ impl Retryable {
             Self::Transport(_) => "the connection broke off".into(),
             Self::Server(status) => format!("HTTP {status}"),
             Self::Limited { code, .. } => format!("rate limited (code {code})"),
+            Self::Interacting(code, _) => format!("card in an interaction (code {code})"),
         }
     }
 
@@ -174,7 +178,9 @@ impl FeishuClient {
             request = request.query(call.query);
         }
         if let Some(body) = body {
-            request = request.json(&body);
+            // The one way out for every text the bridge sends: no mention tag in it can
+            // notify anyone, whatever built it.
+            request = request.json(&defuse::body(body));
         }
         request
     }
@@ -219,6 +225,13 @@ impl FeishuClient {
         }
         if status.is_server_error() || coded.code == 0 {
             return Ok(Attempt::Retry(Retryable::Server(status.as_u16())));
+        }
+        if codes::is(&INTERACTING, coded.code) {
+            // A user's press on the card is being answered: the card takes updates again
+            // within seconds, so a required update retries (with the backoff of a server
+            // error) rather than leave a stale card.
+            let busy = Retryable::Interacting(coded.code, coded.msg);
+            return Ok(Attempt::Retry(busy));
         }
         Err(OpenApiError::Api {
             code: coded.code,

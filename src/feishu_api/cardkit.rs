@@ -2,9 +2,11 @@
 //! created as an entity (schema 2.0, `streaming_mode` on, the answer's markdown with an
 //! `element_id`), sent by its `card_id`, its text streamed by replacing that element's
 //! content with the whole text so far (Feishu types out what is new), and finished by
-//! turning `streaming_mode` off and replacing the card with its final form. Every
-//! operation on one card carries a `sequence` that must grow strictly across all of
-//! them; Feishu allows 10 operations per second per card. Scope `cardkit:card:write`.
+//! turning `streaming_mode` off and replacing the card with its final form. Streaming
+//! mode closes by itself ten minutes after it was turned on; it can be turned on again
+//! (the same settings call) and the text streams on. Every operation on one card
+//! carries a `sequence` that must grow strictly across all of them; Feishu allows 10
+//! operations per second per card. Scope `cardkit:card:write`.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -115,18 +117,21 @@ impl FeishuClient {
         .map(|_| ())
     }
 
-    /// Turns the card's streaming mode off (its summary stops saying it is generating).
-    pub async fn stop_streaming(
+    /// Turns the card's streaming mode on (again: Feishu closes it ten minutes after it
+    /// was turned on) or off (its summary stops saying it is generating).
+    pub async fn set_streaming(
         &self,
         card_id: &str,
+        on: bool,
         sequence: &Sequence,
+        urgency: Urgency,
     ) -> Result<(), OpenApiError> {
-        let settings = json!({"config": {"streaming_mode": false}}).to_string();
+        let settings = json!({"config": {"streaming_mode": on}}).to_string();
         let call = self.cardkit(
             reqwest::Method::PATCH,
             SETTINGS_ENDPOINT,
             format!("/open-apis/cardkit/v1/cards/{card_id}/settings"),
-            Urgency::Required,
+            urgency,
         );
         self.call::<serde::de::IgnoredAny>(call, || {
             Some(json!({"settings": settings, "sequence": sequence.next()}))

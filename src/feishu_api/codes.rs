@@ -13,8 +13,23 @@ pub const RATE_LIMITED: [i64; 6] = [99991400, 11232, 11233, 11247, 230020, 23004
 pub const TOKEN_INVALID: [i64; 3] = [99991663, 99991664, 99991671];
 
 /// A thread reply is refused here: the chat does not support replies in thread
-/// (230071), or the message is an aggregated one (230072).
+/// (230071), or the message is an aggregated one (230072). Either way the reply can go
+/// to the chat instead.
 pub const NO_THREAD: [i64; 2] = [230071, 230072];
+
+/// The chat itself takes no replies in thread (230071), so every later reply there is
+/// refused too. 230072 is about one message only: an aggregated (merged) message.
+pub const CHAT_WITHOUT_THREADS: [i64; 1] = [230071];
+
+/// The card is in an interaction (a user's press is being answered): CardKit and
+/// message updates of it are refused until that ends (200810, "The card is in an
+/// ongoing interaction and cannot be updated"). Worth calling again shortly.
+pub const INTERACTING: [i64; 1] = [200810];
+
+/// A CardKit card's streaming mode is off: it timed out, ten minutes after it was
+/// turned on (200850), or was turned off (300309). Turning it on again (the settings
+/// call) lets the text stream on.
+pub const STREAMING_OFF: [i64; 2] = [200850, 300309];
 
 /// The content is over the size limit: a message or card update (230025), a CardKit
 /// card (200860).

@@ -1,6 +1,7 @@
 //! The Feishu Open API, as the bridge uses it: the tenant access token (cached, never
 //! one request per message), the app's call budget, each bot's own identity, reads, and
-//! the replies and cards leaving the bridge (`outbound`), each within Feishu's limits.
+//! the replies and cards leaving the bridge (`outbound`), each within Feishu's limits,
+//! none of them able to notify anyone (`defuse`), each card with a chat-list summary.
 
 mod budget;
 mod call;
@@ -14,6 +15,7 @@ pub mod identity;
 pub mod outbound;
 mod read;
 pub mod reply;
+pub mod summary;
 mod token;
 
 pub use budget::{ApiShare, Budget, Ledger, Urgency};

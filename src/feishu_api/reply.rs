@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{FeishuClient, OpenApiError, budget::Urgency, call::Call, defuse};
+use super::{FeishuClient, OpenApiError, budget::Urgency, call::Call, defuse, summary};
 use crate::util::UnixMs;
 
 /// Replying to a message, as errors name it.
@@ -159,11 +159,12 @@ impl Content<'_> {
     }
 }
 
-/// A card showing `text` as markdown and nothing else (a long answer's continuation).
+/// A card showing `text` as markdown and nothing else (a long answer's continuation),
+/// previewed in the chat list by its first line.
 pub fn markdown_card(text: &str) -> serde_json::Value {
     json!({
         "schema": "2.0",
-        "config": {"update_multi": true},
+        "config": {"update_multi": true, "summary": summary::of(text, "…")},
         "body": {"elements": [{"tag": "markdown", "content": defuse::mentions(text)}]},
     })
 }
@@ -248,5 +249,12 @@ mod tests {
             assert!(!encoded.contains("<at"), "{encoded}");
             assert!(encoded.contains("done"), "{encoded}");
         }
+    }
+
+    #[test]
+    fn a_continuation_card_is_previewed_by_its_first_line() {
+        let card = markdown_card("\n**第二部分** <at id=all></at>\n- 更多");
+        let shown = card["config"]["summary"]["content"].as_str().unwrap_or("");
+        assert_eq!(shown, "第二部分 ＜at id=all>＜/at>");
     }
 }

@@ -1,12 +1,14 @@
 //! The card a streaming answer is shown in (schema 2.0, `update_multi` so it can be
 //! replaced while it grows; the answer's markdown carries the element id a CardKit
 //! entity streams into). Its buttons carry the turn id; the card-action handler finds
-//! the turn, and through it the one session the button may affect. Agent text in it
-//! never notifies anyone (mention tags are made plain).
+//! the turn, and through it the one session the button may affect. No text in it — the
+//! answer, a failure's reason (a provider's error text), its summary — notifies anyone
+//! (mention tags are made plain). The chat list previews it by `config.summary`: the
+//! answer's first line, or what state it is in.
 
 use serde_json::{Value, json};
 
-use crate::feishu_api::{defuse, fit, outbound::ANSWER_ELEMENT};
+use crate::feishu_api::{defuse, fit, outbound::ANSWER_ELEMENT, summary};
 
 /// Button value `action` that stops the running turn.
 pub const ACTION_STOP: &str = "stop";
@@ -49,7 +51,8 @@ pub fn answer_card(text: &str, state: CardState<'_>, turn_id: &str) -> Value {
         CardState::Stopped => Some("Stopped.".to_string()),
         CardState::Failed(why) => Some(format!("Failed: {why}")),
     };
-    if let Some(note) = note {
+    if let Some(note) = &note {
+        let note = defuse::mentions(note);
         elements.push(
             json!({"tag": "markdown", "content": format!("*{note}*"), "text_size": "notation"}),
         );
@@ -58,17 +61,22 @@ pub fn answer_card(text: &str, state: CardState<'_>, turn_id: &str) -> Value {
         CardState::Running => button("Stop", "danger", ACTION_STOP, turn_id),
         _ => button("New session", "default", ACTION_NEW_SESSION, turn_id),
     });
+    let preview = match (state, note) {
+        (CardState::Failed(_), Some(note)) => summary::of(&note, "Failed."),
+        (CardState::Running, _) => summary::of(text, "Working…"),
+        (_, note) => summary::of(text, note.as_deref().unwrap_or("(no text)")),
+    };
     json!({
         "schema": "2.0",
-        "config": {"update_multi": true},
+        "config": {"update_multi": true, "summary": preview},
         "body": {"elements": elements},
     })
 }
 
 /// How many bytes of answer text (as [`fit::card_text_bytes`] counts them) a card in
-/// `state` has room for within Feishu's card size limit.
+/// `state` has room for within Feishu's card size limit (its summary's room kept).
 pub fn text_room(state: CardState<'_>, turn_id: &str) -> usize {
-    fit::card_text_room(&answer_card("", state, turn_id))
+    fit::card_text_room(&answer_card("", state, turn_id)).saturating_sub(summary::RESERVE)
 }
 
 /// The first part of `text` that fits a card in `state` (the whole text when it fits),
@@ -132,6 +140,50 @@ mod tests {
         let answer = &card["body"]["elements"][0];
         assert_eq!(answer["element_id"], ANSWER_ELEMENT);
         assert!(!card.to_string().contains("<at"), "{card}");
+    }
+
+    #[test]
+    fn no_text_on_any_card_pings_anyone() {
+        let ping = "boom <at id=all></at> and <at user_id=\"ou_x\">x</at>";
+        for state in [
+            CardState::Running,
+            CardState::Done,
+            CardState::Continued,
+            CardState::Stopped,
+            CardState::Failed(ping),
+        ] {
+            let card = answer_card(ping, state, "turn_1");
+            let shown = card.to_string();
+            assert!(
+                !shown.contains("<at") && !shown.contains("</at"),
+                "{state:?}: {shown}"
+            );
+            let empty = answer_card("", state, "turn_1").to_string();
+            assert!(!empty.contains("<at"), "{state:?}: {empty}");
+        }
+    }
+
+    #[test]
+    fn the_chat_list_shows_the_answers_first_line_or_the_cards_state() {
+        let preview = |text: &str, state| {
+            let card = answer_card(text, state, "turn_1");
+            card["config"]["summary"]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        let answer = "## Plan\n\nFirst, store the event.";
+        assert_eq!(preview(answer, CardState::Done), "Plan");
+        assert_eq!(preview(answer, CardState::Continued), "Plan");
+        assert_eq!(preview(answer, CardState::Running), "Plan");
+        assert_eq!(preview("", CardState::Running), "Working…");
+        assert_eq!(preview("", CardState::Done), "(no text)");
+        assert_eq!(preview("", CardState::Stopped), "Stopped.");
+        assert_eq!(preview("so far", CardState::Stopped), "so far");
+        let failed = preview("so far", CardState::Failed("agent timed out <at id=all>"));
+        assert_eq!(failed, "Failed: agent timed out ＜at id=all>");
+        let long = preview(&"长".repeat(500), CardState::Done);
+        assert_eq!(long.chars().count(), summary::MAX_CHARS);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! as the agent's text grows — at most one update per interval, each with the whole
 //! text so far that fits the card — and handed back for its final state when the agent
 //! is done. An intermediate update that finds no room (the app's call budget, the
-//! card's pace, a rate limit) is simply skipped: the next one carries everything.
+//! card's pace, a rate limit) or a card in a user's interaction is simply skipped: the
+//! next one carries everything.
 
 use std::{sync::Arc, time::Duration};
 
@@ -129,6 +130,8 @@ async fn keep_current(
             Err(OutboundError::Api(OpenApiError::Deferred | OpenApiError::RateLimited { .. })) => {
                 true
             }
+            // A press on the card is being answered: this text goes with the next try.
+            Err(e) if e.card_in_interaction() => true,
             Err(e) => {
                 tracing::debug!(turn_id = %job.turn_id, error = %e, "intermediate card update not made");
                 false

@@ -1,6 +1,7 @@
 //! Replies against a fake Open API that keeps the real tenant's rules: chats that refuse
-//! replies in thread, uuids kept for an hour whatever the content, answers lost on the
-//! way back, gateways answering 5xx, and mention tags that would ping people.
+//! replies in thread, aggregated messages that refuse one, uuids kept for an hour
+//! whatever the content, answers lost on the way back, gateways answering 5xx, and
+//! mention tags that would ping people.
 
 use std::sync::atomic::Ordering;
 
@@ -62,6 +63,43 @@ async fn no_thread(db: TestDb) {
 both_backends!(
     a_chat_without_thread_replies_still_gets_its_answer,
     no_thread
+);
+
+async fn aggregated_message(db: TestDb) {
+    let fake = FakeFeishu::planner().await;
+    let mut app = TestApp::spawn(config(&config_toml(&db, &fake.profile_keys()))).await;
+    fake.state
+        .aggregated
+        .lock()
+        .expect("lock")
+        .insert("om_merged".to_string());
+    // The request is an aggregated message: its answer goes to the chat.
+    let merged = Msg::group("om_merged", "hello")
+        .at_bot()
+        .in_thread("om_root");
+    assert_eq!(app.ask(&merged).await, "answered");
+    assert_eq!(refused(&fake, 230072), 1);
+    {
+        let sent = fake.state.sent.lock().expect("lock");
+        assert_eq!(sent.len(), 1, "the answer, once");
+        assert_eq!(sent[0].0, "om_merged");
+        assert_eq!(sent[0].1["reply_in_thread"], false, "quoted in the chat");
+    }
+
+    // That said nothing about the chat: the next request there is answered in thread.
+    let next = Msg::group("om_q2", "again").at_bot().in_thread("om_root");
+    assert_eq!(app.ask(&next).await, "answered");
+    let sent = fake.state.sent.lock().expect("lock").clone();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[1].0, "om_q2");
+    assert_eq!(sent[1].1["reply_in_thread"], true, "in its thread again");
+    assert_eq!(refused(&fake, 230072), 1);
+    assert_eq!(refused(&fake, 230071), 0);
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    an_aggregated_message_is_answered_in_the_chat_and_the_next_in_its_thread,
+    aggregated_message
 );
 
 async fn content_keyed_uuids(db: TestDb) {

@@ -16,27 +16,27 @@ use crate::support::fake_feishu::{
 };
 
 /// A client of the fake holding a tenant token.
-struct Api {
-    fake: FakeFeishu,
+pub(crate) struct Api {
+    pub(crate) fake: FakeFeishu,
     http: reqwest::Client,
     token: String,
 }
 
 /// An answer: HTTP status, body, and the reset header when there is one.
-struct Got {
-    status: u16,
-    json: Value,
+pub(crate) struct Got {
+    pub(crate) status: u16,
+    pub(crate) json: Value,
     reset: Option<String>,
 }
 
 impl Got {
-    fn code(&self) -> i64 {
+    pub(crate) fn code(&self) -> i64 {
         self.json["code"].as_i64().unwrap_or(-1)
     }
 }
 
 impl Api {
-    async fn new() -> Self {
+    pub(crate) async fn new() -> Self {
         let fake = FakeFeishu::planner().await;
         let http = reqwest::Client::new();
         let answer: Value = http
@@ -59,13 +59,13 @@ impl Api {
         }
     }
 
-    fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+    pub(crate) fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
         self.http
             .request(method, format!("{}{path}", self.fake.base))
             .bearer_auth(&self.token)
     }
 
-    async fn call(&self, method: Method, path: &str, body: &Value) -> Got {
+    pub(crate) async fn call(&self, method: Method, path: &str, body: &Value) -> Got {
         let resp = self
             .request(method, path)
             .json(body)
@@ -87,26 +87,26 @@ impl Api {
         }
     }
 
-    async fn send(&self, msg_type: &str, content: &Value, uuid: &str) -> Got {
+    pub(crate) async fn send(&self, msg_type: &str, content: &Value, uuid: &str) -> Got {
         let body = json!({"receive_id": "oc_chat", "msg_type": msg_type,
             "content": content.to_string(), "uuid": uuid});
         let path = "/open-apis/im/v1/messages?receive_id_type=chat_id";
         self.call(Method::POST, path, &body).await
     }
 
-    async fn reply(&self, to: &str, body: Value) -> Got {
+    pub(crate) async fn reply(&self, to: &str, body: Value) -> Got {
         let path = format!("/open-apis/im/v1/messages/{to}/reply");
         self.call(Method::POST, &path, &body).await
     }
 
-    async fn create_card(&self, card: &Value) -> Got {
+    pub(crate) async fn create_card(&self, card: &Value) -> Got {
         let body = json!({"type": "card_json", "data": card.to_string()});
         self.call(Method::POST, "/open-apis/cardkit/v1/cards", &body)
             .await
     }
 
     /// Creates `card` and returns its id.
-    async fn entity(&self, card: &Value) -> String {
+    pub(crate) async fn entity(&self, card: &Value) -> String {
         let got = self.create_card(card).await;
         assert_eq!(got.code(), 0, "{}", got.json);
         got.json["data"]["card_id"]
@@ -115,32 +115,38 @@ impl Api {
             .to_string()
     }
 
-    async fn stream(&self, card_id: &str, element: &str, text: &str, sequence: i64) -> Got {
+    pub(crate) async fn stream(
+        &self,
+        card_id: &str,
+        element: &str,
+        text: &str,
+        sequence: i64,
+    ) -> Got {
         let path = format!("/open-apis/cardkit/v1/cards/{card_id}/elements/{element}/content");
         let body = json!({"content": text, "sequence": sequence});
         self.call(Method::PUT, &path, &body).await
     }
 
-    async fn settings(&self, card_id: &str, config: Value, sequence: i64) -> Got {
+    pub(crate) async fn settings(&self, card_id: &str, config: Value, sequence: i64) -> Got {
         let path = format!("/open-apis/cardkit/v1/cards/{card_id}/settings");
         let settings = json!({ "config": config }).to_string();
         let body = json!({"settings": settings, "sequence": sequence});
         self.call(Method::PATCH, &path, &body).await
     }
 
-    fn sent(&self) -> usize {
+    pub(crate) fn sent(&self) -> usize {
         self.fake.state.sent.lock().expect("lock").len()
     }
 }
 
 /// A schema 2.0 card with one markdown element `answer` holding `text`.
-fn streaming_card(text: &str) -> Value {
+pub(crate) fn streaming_card(text: &str) -> Value {
     json!({"schema": "2.0", "config": {"streaming_mode": true, "update_multi": true},
         "body": {"elements": [{"tag": "markdown", "element_id": "answer", "content": text}]}})
 }
 
 /// An interactive card (schema 1 style, as PATCH takes) showing `text`.
-fn message_card(text: &str) -> Value {
+pub(crate) fn message_card(text: &str) -> Value {
     json!({"config": {"update_multi": true},
         "body": {"elements": [{"tag": "markdown", "content": text}]}})
 }

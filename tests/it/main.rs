@@ -3,6 +3,8 @@
 
 mod agents;
 mod card_callbacks;
+mod card_races;
+mod card_texts;
 mod cards;
 mod cli;
 mod commands;
@@ -14,6 +16,7 @@ mod delivery;
 mod digest;
 mod errors;
 mod explain;
+mod fake_card_rules;
 mod fake_longconn;
 mod fake_openapi;
 mod feed;
@@ -37,6 +40,7 @@ mod shutdown;
 mod storage_faults;
 mod store_conformance;
 mod streaming;
+mod streaming_window;
 mod support;
 mod token_outage;
 mod turns;

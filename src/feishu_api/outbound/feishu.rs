@@ -2,7 +2,8 @@
 //! dry run or has no app secret). Every posted part is also recorded.
 //!
 //! What a real tenant needs beyond a plain call: a chat that refuses replies in thread
-//! gets its answer as a quote in the chat (once learned, for a while, straight away);
+//! gets its answer as a quote in the chat (once learned, for a while, straight away), and
+//! so does a message that cannot take one (an aggregated message: that reply only);
 //! a request message that was recalled gets no further calls; a long answer goes in
 //! parts that each fit Feishu's byte limits; a card streams through CardKit when the app
 //! may use it, else through updates of its message.
@@ -12,17 +13,17 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use async_trait::async_trait;
 
 use super::{
-    ANSWER_ELEMENT, CardReply, CardUpdate, Format, Outbound, OutboundError, PostedCard,
-    RecordingOutbound, Reply, memory::Memory, pacing, uuid,
+    CardReply, CardUpdate, Format, Outbound, OutboundError, PostedCard, RecordingOutbound, Reply,
+    memory::Memory, pacing, uuid,
 };
 use crate::{
     config::Config,
     feishu_api::{
         FeishuClient, OpenApiError,
-        budget::Urgency,
-        codes::{NO_THREAD, RATE_LIMITED, TARGET_GONE, TOO_LARGE},
+        codes::{CHAT_WITHOUT_THREADS, NO_THREAD, RATE_LIMITED, TARGET_GONE, TOO_LARGE},
         fit,
         reply::{Content, Destination, Sent, markdown_card},
+        summary,
     },
     store::OutboundStore,
     util::UnixMs,
@@ -122,9 +123,15 @@ impl FeishuOutbound {
         };
         let posted = match client.post(to, content, &id).await {
             Err(e) if to.in_thread() && e.is(&NO_THREAD) => {
-                tracing::info!(profile = %reply.profile, chat_id = %reply.chat_id, code = ?e.code(), "the chat takes no replies in thread; answering in the chat");
-                self.threadless
-                    .insert(&reply.chat_id, e.code().unwrap_or_default());
+                if e.is(&CHAT_WITHOUT_THREADS) {
+                    tracing::info!(profile = %reply.profile, chat_id = %reply.chat_id, code = ?e.code(), "the chat takes no replies in thread; answering in the chat");
+                    self.threadless
+                        .insert(&reply.chat_id, e.code().unwrap_or_default());
+                } else {
+                    // About this message only (an aggregated one): the chat's next
+                    // replies go in thread as usual.
+                    tracing::info!(profile = %reply.profile, chat_id = %reply.chat_id, code = ?e.code(), "this message takes no reply in thread; answering it in the chat");
+                }
                 client
                     .post(to.without_thread(), content, &uuid::unthreaded(&base))
                     .await
@@ -151,7 +158,7 @@ impl FeishuOutbound {
             Format::Text => fit::split(&reply.text, fit::MAX_MESSAGE_CHARS, fit::chars),
             Format::Markdown => fit::split(
                 &reply.text,
-                fit::card_text_room(&markdown_card("")),
+                fit::card_text_room(&markdown_card("")).saturating_sub(summary::RESERVE),
                 fit::card_text_bytes,
             ),
         }
@@ -277,52 +284,6 @@ impl Outbound for FeishuOutbound {
         let Some(client) = self.sender(update.profile) else {
             return self.recording.update_card(update).await;
         };
-        let card = update.card;
-        let intermediate = update.urgency == Urgency::Intermediate;
-        if intermediate && card.pace.quiet() {
-            return Err(OutboundError::Api(OpenApiError::Deferred));
-        }
-        let done = match &card.entity {
-            Some(entity) if intermediate => {
-                card.pace.wait(pacing::ENTITY_SPACING).await;
-                client
-                    .stream_text(
-                        &entity.card_id,
-                        ANSWER_ELEMENT,
-                        update.text,
-                        &entity.sequence,
-                        Urgency::Intermediate,
-                    )
-                    .await
-            }
-            Some(entity) => {
-                card.pace.wait(pacing::ENTITY_SPACING).await;
-                if let Err(e) = client
-                    .stop_streaming(&entity.card_id, &entity.sequence)
-                    .await
-                {
-                    tracing::warn!(profile = %update.profile, error = %e, "streaming mode not turned off; replacing the card anyway");
-                }
-                card.pace.wait(pacing::ENTITY_SPACING).await;
-                client
-                    .replace_card_entity(
-                        &entity.card_id,
-                        update.view,
-                        &entity.sequence,
-                        Urgency::Required,
-                    )
-                    .await
-            }
-            None => {
-                card.pace.wait(pacing::MESSAGE_SPACING).await;
-                client
-                    .patch_card(card.message_id(), update.view, update.urgency)
-                    .await
-            }
-        };
-        if let Err(OpenApiError::RateLimited { reset, .. }) = &done {
-            card.pace.hush(*reset);
-        }
-        done.map_err(OutboundError::Api)
+        Self::update_posted(client, update).await
     }
 }

@@ -6,8 +6,10 @@
 //! A streaming answer's card is opened with [`Outbound::send_card`] and kept current
 //! with [`Outbound::update_card`]: through CardKit when the app may use it, else by
 //! updating the card's message. Intermediate updates are made only when there is room
-//! and never retried (the next one carries the whole text); the final one is retried.
+//! and never retried (the next one carries the whole text); the final one is retried,
+//! also while a user's press on the card keeps Feishu from taking updates.
 
+mod card_updates;
 mod feishu;
 mod memory;
 mod pacing;
@@ -192,6 +194,12 @@ impl OutboundError {
     /// Whether Feishu refused it for its size.
     pub fn too_large(&self) -> bool {
         matches!(self, Self::Api(e) if e.is(&codes::TOO_LARGE))
+    }
+
+    /// Whether it was refused because a user's press on the card was being answered
+    /// (the same update shortly after can succeed).
+    pub fn card_in_interaction(&self) -> bool {
+        matches!(self, Self::Api(e) if e.is(&codes::INTERACTING))
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{
     Answer, Request, Signer, TestApp, TestDb,
@@ -30,6 +30,22 @@ pub fn streaming(db: &TestDb, fake: &FakeFeishu, llm: &FakeOpenAi, more: &str) -
             llm.base
         ),
     )
+}
+
+/// The `action` of every button of `card`, at any depth, in order.
+pub fn button_actions(card: &Value) -> Vec<String> {
+    match card {
+        Value::Object(m) => {
+            let own = (m.get("tag").and_then(Value::as_str) == Some("button"))
+                .then(|| m["behaviors"][0]["value"]["action"].as_str().unwrap_or(""));
+            own.map(str::to_string)
+                .into_iter()
+                .chain(m.values().flat_map(button_actions))
+                .collect()
+        }
+        Value::Array(a) => a.iter().flat_map(button_actions).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Waits until the fake's activity satisfies `done`.
@@ -68,6 +84,25 @@ pub async fn post_within_3s(app: &TestApp, kind: &str, req: &Request) -> Answer 
             .timeout(FEISHU_PATIENCE),
     );
     answer(r.send().await.expect("answered within Feishu's 3 s")).await
+}
+
+/// A press as Feishu makes it on a real tenant: the card of `card_message` is in an
+/// interaction (the fake refuses its updates with 200810) from just before the signed
+/// callback `req` is posted to the event URL until Feishu has handled the bridge's
+/// answer. `handling` is that handling: a test makes it last until what it wants to see
+/// has happened (an update refused meanwhile), which makes the race it tests certain.
+pub async fn press_in_interaction(
+    app: &TestApp,
+    fake: &FakeFeishu,
+    card_message: &str,
+    req: &Request,
+    handling: impl Future<Output = ()>,
+) -> Answer {
+    let interaction = fake.state.interaction(card_message);
+    let answered = post_within_3s(app, "event", req).await;
+    handling.await;
+    drop(interaction);
+    answered
 }
 
 /// Presses a card button as `operator` (a signed `card.action.trigger` callback on the

@@ -1,5 +1,6 @@
 //! Updating a message card in place (`PATCH /open-apis/im/v1/messages/{message_id}`):
-//! 5 updates per second per message, 30 KB at most ([DOC] `im-v1/message-card/patch.md`).
+//! 5 updates per second per message, 30 KB at most ([DOC] `im-v1/message-card/patch.md`),
+//! none while a press on the card is in flight (`interactions`).
 
 use std::{sync::Arc, time::Instant};
 
@@ -41,6 +42,7 @@ fn patch(s: &FakeState, id: &str, path: &str, headers: &HeaderMap, raw: &Bytes) 
             "message has been recalled",
         ));
     }
+    s.check_interaction(PATCH, Some(id))?;
     let verdict = s.limits.lock().expect("lock").patch(id, Instant::now());
     if let Err(reset) = verdict {
         // Feishu answers a message's rate limit with HTTP 400 and its message code

@@ -1,6 +1,7 @@
 //! CardKit card entities (schema 2.0): create, stream an element's text, change the
-//! settings, replace the card; with the per-card sequence rule, streaming mode, the
-//! 30 KB size limit and the per-card frequency limit. Codes are from
+//! settings, replace the card; with the per-card sequence rule, streaming mode and its
+//! ten-minute window, presses in flight, the 30 KB size limit and the per-card
+//! frequency limit. Codes are from
 //! `cardkit-v1/card/create.md` and `cardkit-v1/card-element/content.md` unless a
 //! comment says the docs are silent.
 
@@ -68,11 +69,13 @@ fn create_card(
     let card = parse_card(s, CREATE, body["data"].as_str())?;
     s.notify(mentions::tags_in_json(&card));
     let card_id = (FIRST_CARD_ID + s.next_card.fetch_add(1, Ordering::SeqCst)).to_string();
-    let entity = CardEntity {
+    let mut entity = CardEntity {
         card,
         last_sequence: 0,
         message_id: None,
+        streaming_since: None,
     };
+    s.streaming_changed(&mut entity, false);
     s.cards
         .lock()
         .expect("lock")
@@ -105,6 +108,14 @@ pub(super) async fn content(
                         StatusCode::BAD_REQUEST,
                         300309,
                         "Card streaming closed",
+                    ));
+                }
+                if s.streaming_timed_out(entity) {
+                    return Err(s.refuse(
+                        CONTENT,
+                        StatusCode::BAD_REQUEST,
+                        200850,
+                        "Card streaming timeout",
                     ));
                 }
                 let mut next = entity.card.clone();
@@ -165,9 +176,13 @@ pub(super) async fn settings(
                 if !entity.card["config"].is_object() {
                     entity.card["config"] = json!({});
                 }
+                let was_on = entity.card["config"]["streaming_mode"] == true;
+                // Turning streaming on again starts a new window, even when it was on.
+                let restarts = config.get("streaming_mode") == Some(&json!(true));
                 for (key, value) in config {
                     entity.card["config"][key] = value;
                 }
+                s.streaming_changed(entity, was_on && !restarts);
                 Ok(())
             })
         });
@@ -191,7 +206,9 @@ pub(super) async fn update(
             }
             let card = parse_card(&s, UPDATE, body["card"]["data"].as_str())?;
             s.notify(mentions::tags_in_json(&card));
+            let was_on = entity.card["config"]["streaming_mode"] == true;
             entity.card = card;
+            s.streaming_changed(entity, was_on);
             Ok(())
         })
     });

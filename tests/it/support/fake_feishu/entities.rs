@@ -1,6 +1,6 @@
 //! Card entities as CardKit keeps them, the card JSON rules it applies, and the checks
-//! every operation on an existing entity shares (exists, per-card frequency, size,
-//! sequence).
+//! every operation on an existing entity shares (exists, no press in flight, per-card
+//! frequency, size, sequence).
 
 use std::{sync::atomic::Ordering, time::Instant};
 
@@ -26,6 +26,8 @@ pub struct CardEntity {
     pub last_sequence: i64,
     /// The message that shows it, once sent.
     pub message_id: Option<String>,
+    /// When its streaming mode was last turned on (on the fake's clock), while it is on.
+    pub streaming_since: Option<Instant>,
 }
 
 /// One CardKit request, accepted or refused.
@@ -127,7 +129,8 @@ impl FakeState {
     }
 
     /// Runs `apply` on entity `card_id` after the checks every operation on an existing
-    /// card shares: it exists, the per-card frequency, the body size, the sequence.
+    /// card shares: it exists, no press on it is in flight, the per-card frequency, the
+    /// body size, the sequence.
     pub(super) fn on_card(
         &self,
         ep: &'static str,
@@ -146,6 +149,7 @@ impl FakeState {
                 "The card entity does not exist",
             ));
         };
+        self.check_interaction(ep, entity.message_id.as_deref())?;
         let verdict = self
             .limits
             .lock()

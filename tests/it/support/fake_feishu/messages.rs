@@ -1,6 +1,6 @@
 //! Sending and replying: Feishu's uuid idempotency, its size limits, the errors of the
-//! target (recalled, no threads), sending a card entity, and the injected transport
-//! faults.
+//! target (recalled, a chat without threads, an aggregated message), sending a card
+//! entity, and the injected transport faults.
 
 use std::sync::{Arc, atomic::Ordering};
 
@@ -136,8 +136,12 @@ async fn deliver(
     }
     let in_thread = body["reply_in_thread"] == true;
     if in_thread && reply_to.is_some_and(|id| s.no_thread.lock().expect("lock").contains(id)) {
-        let msg = "thread reply is not supported in this chat";
+        let msg = "The group to which the message belongs does not support reply in thread.";
         return Err(s.refuse(ep, StatusCode::BAD_REQUEST, 230071, msg));
+    }
+    if in_thread && reply_to.is_some_and(|id| s.aggregated.lock().expect("lock").contains(id)) {
+        let msg = "Aggregated messages do not support reply in thread.";
+        return Err(s.refuse(ep, StatusCode::BAD_REQUEST, 230072, msg));
     }
     let content_text = body["content"].as_str().unwrap_or_default();
     let content: Value = serde_json::from_str(content_text).unwrap_or(Value::Null);

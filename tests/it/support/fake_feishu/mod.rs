@@ -5,18 +5,22 @@
 //!
 //! `limits`: sizes and sliding windows; `gate`: refusals and the checks every call
 //! passes first; `tokens`: the tenant tokens; `messages`: send/reply; `reads`: bot info,
-//! get; `card_patch`: card PATCH; `cardkit`:
-//! card entities; `mentions`: who would be pinged; `views`: what tests read back. The
+//! get; `card_patch`: card PATCH; `cardkit`: card entities; `interactions`: presses in
+//! flight, during which a card takes no updates; `streaming_window`: CardKit closing
+//! streaming after ten minutes, on a clock tests move; `mentions`: who would be pinged;
+//! `views`: what tests read back. The
 //! long connection (`super::fake_longconn`) can be mounted beside it.
 
 mod card_patch;
 mod cardkit;
 mod entities;
 mod gate;
+mod interactions;
 mod limits;
 mod mentions;
 mod messages;
 mod reads;
+mod streaming_window;
 mod tokens;
 mod views;
 
@@ -40,6 +44,7 @@ pub use limits::{
 };
 pub use mentions::tags_in as mention_tags;
 use serde_json::Value;
+pub use streaming_window::STREAMING_WINDOW;
 pub use tokens::{TokenFault, Tokens};
 use tokio::{net::TcpListener, sync::broadcast};
 
@@ -85,6 +90,16 @@ pub struct FakeState {
     /// Messages in chats that refuse thread replies: a reply to one with
     /// `reply_in_thread: true` is refused with 230071.
     pub no_thread: Mutex<HashSet<String>>,
+    /// Aggregated (merged) messages: a reply to one with `reply_in_thread: true` is
+    /// refused with 230072 ([DOC] `im-v1/message/reply.md`); its chat takes thread
+    /// replies to other messages.
+    pub aggregated: Mutex<HashSet<String>>,
+    /// Presses in flight, by the message whose card was pressed (see `interactions`).
+    interactions: Mutex<HashMap<String, usize>>,
+    /// How long a card's streaming mode stays on (see `streaming_window`).
+    streaming_window: Mutex<std::time::Duration>,
+    /// How far a test moved the fake's clock forward.
+    clock_ahead: Mutex<std::time::Duration>,
     /// Recalled messages: replies to them are refused (230011), and so are GETs and
     /// card updates of them.
     pub recalled: Mutex<HashSet<String>>,
@@ -201,6 +216,10 @@ impl FakeFeishu {
             activity: broadcast::channel(1024).0,
             attempt_uuids: Mutex::default(),
             no_thread: Mutex::default(),
+            aggregated: Mutex::default(),
+            interactions: Mutex::default(),
+            streaming_window: Mutex::new(STREAMING_WINDOW),
+            clock_ahead: Mutex::default(),
             recalled: Mutex::default(),
             calls_to_recalled: AtomicUsize::default(),
             violations: Mutex::default(),

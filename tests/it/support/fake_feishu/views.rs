@@ -95,6 +95,15 @@ impl FakeState {
         element["content"].as_str().map(str::to_string)
     }
 
+    /// What the chat list previews message `message_id` by, when it is a card: its
+    /// `config.summary.content` now.
+    pub fn summary_of(&self, message_id: &str) -> Option<String> {
+        let card = self.shown_card(message_id)?;
+        card["config"]["summary"]["content"]
+            .as_str()
+            .map(str::to_string)
+    }
+
     /// The card message `message_id` shows now: its entity's card, else its latest
     /// PATCH, else the card it was posted with. `None` for other messages.
     pub fn shown_card(&self, message_id: &str) -> Option<Value> {
