@@ -19,9 +19,9 @@ use serde::{Deserialize, de::DeserializeOwned};
 use super::{
     FeishuClient, OpenApiError,
     budget::Urgency,
-    client::decode,
     codes::{self, INTERACTING, RATE_LIMITED, TOKEN_INVALID},
     defuse,
+    error::decode,
 };
 
 /// Retries of one required call after transport failures and server errors.
@@ -283,6 +283,7 @@ mod tests {
     use reqwest::header::{HeaderMap, HeaderValue};
 
     use super::*;
+    use crate::feishu_api::token::tests::{Answer, open_api};
 
     fn reset(value: Option<&'static str>) -> Option<Duration> {
         let mut headers = HeaderMap::new();
@@ -335,5 +336,45 @@ mod tests {
             };
             assert_eq!(spent.again(), None, "limited for the whole patience");
         }
+    }
+
+    #[tokio::test]
+    async fn a_required_call_retries_a_token_fetch_that_fails() {
+        let (base, endpoint) = open_api().await;
+        let client = FeishuClient::for_tests(base, "s");
+        endpoint.fail_next(&[Answer::BadGateway, Answer::Busy]);
+        let id = client
+            .bot_open_id()
+            .await
+            .expect("answered after the retries");
+        assert_eq!(id, "ou_bot");
+        assert_eq!(endpoint.requests(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_call_without_a_token_says_so_and_keeps_the_cause() {
+        let addr = crate::util::testing::closed_port();
+        let err = FeishuClient::for_tests(format!("http://{addr}"), "s")
+            .call::<serde_json::Value>(
+                Call {
+                    method: reqwest::Method::GET,
+                    endpoint: "GET /open-apis/bot/v3/info",
+                    url: format!("http://{addr}/open-apis/bot/v3/info"),
+                    query: &[],
+                    urgency: Urgency::Intermediate,
+                },
+                || None,
+            )
+            .await
+            .expect_err("no token");
+        assert!(err.token_unavailable(), "{err:?}");
+        assert_eq!(
+            err.code(),
+            None,
+            "the token endpoint's code is not the call's"
+        );
+        let text = err.to_string();
+        assert!(text.starts_with("no tenant access token: request to the Open API failed (POST /open-apis/auth/v3/tenant_access_token/internal)"), "{text}");
+        assert!(!text.contains(&addr.to_string()), "{text}");
     }
 }

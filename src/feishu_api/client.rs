@@ -1,141 +1,21 @@
 //! A small Open API client for one app: its tenant access token (cached, never one
-//! request per message: see `token`), the app's call budget, and what an Open API
-//! failure says.
+//! request per message: see `token`) and the app's call budget.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 
-use super::{
-    budget::Budget,
-    token::{CachedToken, Refresh},
-};
-use crate::{
-    config::Profile,
-    redact::decode::{Failure, from_json_bytes},
-    util::{Clock, SystemClock},
-};
-
-/// Getting a tenant access token, as errors name it.
-pub(super) const TOKEN_ENDPOINT: &str = "POST /open-apis/auth/v3/tenant_access_token/internal";
-
-/// An Open API failure. Never carries the app secret, a token, a URL or message text:
-/// an endpoint is named by its method and path template.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenApiError {
-    /// The request did not complete, or its answer broke off (kept without its URL).
-    #[error("request to the Open API failed ({endpoint}): {}", crate::util::with_causes(.source))]
-    Transport {
-        /// The endpoint, e.g. `GET /open-apis/bot/v3/info`.
-        endpoint: &'static str,
-        /// What failed.
-        #[source]
-        source: reqwest::Error,
-    },
-    /// The answer was an HTTP error without an Open API body (a gateway's 5xx).
-    #[error("the Open API answered HTTP {status} ({endpoint})")]
-    Status {
-        endpoint: &'static str,
-        /// The HTTP status.
-        status: u16,
-    },
-    /// The API answered with a non-zero code.
-    #[error("Open API error {code}: {msg}")]
-    Api {
-        /// Feishu's error code.
-        code: i64,
-        /// Feishu's message.
-        msg: String,
-    },
-    /// Rate limited, and not retried (an intermediate update, or retries used up).
-    #[error("rate limited by the Open API (code {code})")]
-    RateLimited {
-        /// Feishu's code (99991400, 230020, …).
-        code: i64,
-        /// How long Feishu asked to wait (`x-ogw-ratelimit-reset`), when it said.
-        reset: Option<Duration>,
-    },
-    /// An intermediate update the app's budget had no spare room for: nothing was sent.
-    #[error("deferred: the app's Open API budget had no room to spare")]
-    Deferred,
-    /// The answer did not decode into the documented shape.
-    #[error("unexpected Open API answer ({endpoint}): {source}")]
-    Shape {
-        endpoint: &'static str,
-        /// Why it did not decode: kind and path, never a value.
-        #[source]
-        source: Failure,
-    },
-    /// The answer decoded but lacks a part it must have.
-    #[error("unexpected Open API answer ({endpoint}): no {missing}")]
-    Missing {
-        endpoint: &'static str,
-        /// What is missing, e.g. `bot.open_id`.
-        missing: &'static str,
-    },
-    /// The profile has no app secret.
-    #[error("profile has no app_secret")]
-    NoSecret,
-    /// The call was not made: no tenant access token could be had (the token endpoint
-    /// failed and the cached token, if any, has expired).
-    #[error("no tenant access token: {0}")]
-    Token(#[source] Box<OpenApiError>),
-}
-
-impl OpenApiError {
-    /// A transport failure at `endpoint`, kept without the URL.
-    pub(super) fn transport(endpoint: &'static str, e: reqwest::Error) -> Self {
-        Self::Transport {
-            endpoint,
-            source: e.without_url(),
-        }
-    }
-
-    /// `Err` for a non-zero `code` of an Open API answer.
-    pub(super) fn check(code: i64, msg: &str) -> Result<(), Self> {
-        if code == 0 {
-            return Ok(());
-        }
-        Err(Self::Api {
-            code,
-            msg: msg.to_string(),
-        })
-    }
-
-    /// Whether the call was not made for want of a tenant token: worth making again once
-    /// the token endpoint answers.
-    pub fn token_unavailable(&self) -> bool {
-        matches!(self, Self::Token(_))
-    }
-
-    /// Feishu's code, when the API answered with one (a token endpoint's code is not the
-    /// call's: [`Self::Token`] has none).
-    pub fn code(&self) -> Option<i64> {
-        match self {
-            Self::Api { code, .. } | Self::RateLimited { code, .. } => Some(*code),
-            _ => None,
-        }
-    }
-
-    /// Whether the code is one of `set` (see `codes`).
-    pub fn is(&self, set: &[i64]) -> bool {
-        self.code().is_some_and(|c| set.contains(&c))
-    }
-}
+use super::{OpenApiError, budget::Budget, token::TenantToken};
+use crate::{config::Profile, util::Clock};
 
 /// One app's client.
 pub struct FeishuClient {
     pub(super) http: reqwest::Client,
     pub(super) base: String,
-    pub(super) app_id: String,
-    pub(super) app_secret: Option<SecretString>,
-    pub(super) token: std::sync::Mutex<Option<CachedToken>>,
-    /// Held by the one caller fetching a token.
-    pub(super) refresh: tokio::sync::Mutex<Refresh>,
+    app_id: String,
+    token: TenantToken,
     /// Shared by every client of the same app.
     pub(super) budget: Arc<Budget>,
-    /// Where token lifetimes are read.
-    pub(super) clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for FeishuClient {
@@ -148,40 +28,66 @@ impl FeishuClient {
     /// A client for the profile's app, spending from `budget` (the app's: profiles of
     /// one app share it).
     pub fn new(http: reqwest::Client, profile: &Profile, budget: Arc<Budget>) -> Self {
+        Self::of_app(
+            http,
+            &profile.api_base,
+            &profile.app_id,
+            profile.app_secret.clone(),
+            budget,
+        )
+    }
+
+    fn of_app(
+        http: reqwest::Client,
+        base: &str,
+        app_id: &str,
+        app_secret: Option<SecretString>,
+        budget: Arc<Budget>,
+    ) -> Self {
+        let base = base.trim_end_matches('/').to_string();
+        let token = TenantToken::new(http.clone(), &base, app_id, app_secret, budget.clone());
         Self {
             http,
-            base: profile.api_base.trim_end_matches('/').to_string(),
-            app_id: profile.app_id.clone(),
-            app_secret: profile
-                .app_secret
-                .clone()
-                .filter(|s| !s.expose_secret().is_empty()),
-            token: std::sync::Mutex::new(None),
-            refresh: tokio::sync::Mutex::default(),
+            base,
+            app_id: app_id.to_string(),
+            token,
             budget,
-            clock: Arc::new(SystemClock),
         }
     }
 
     /// The client reading token lifetimes from `clock` (the app's).
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.token.set_clock(clock);
         self
     }
 
     /// Whether the client has a secret to send with.
     pub fn can_send(&self) -> bool {
-        self.app_secret.is_some()
+        self.token.has_secret()
     }
-}
 
-/// An Open API answer decoded into `T`; a failure names `endpoint` and, by kind and
-/// path, what did not fit.
-pub(super) fn decode<T: serde::de::DeserializeOwned>(
-    endpoint: &'static str,
-    bytes: &[u8],
-) -> Result<T, OpenApiError> {
-    from_json_bytes(bytes).map_err(|source| OpenApiError::Shape { endpoint, source })
+    /// The tenant access token (see `token`).
+    pub async fn tenant_token(&self) -> Result<SecretString, OpenApiError> {
+        self.token.get().await
+    }
+
+    /// Drops the cached token (after the API called it invalid).
+    pub(super) fn forget_token(&self) {
+        self.token.forget();
+    }
+
+    /// A client of app `cli_test` with `secret` against `base` (unit tests).
+    #[cfg(test)]
+    pub(super) fn for_tests(base: String, secret: &str) -> Self {
+        let secret = Some(SecretString::from(secret));
+        Self::of_app(
+            reqwest::Client::new(),
+            &base,
+            "cli_test",
+            secret,
+            Arc::default(),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -192,21 +98,13 @@ pub(super) mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::feishu_api::{OpenApiError, error::TOKEN_ENDPOINT};
 
     pub(crate) const SECRET: &str = "app-secret-never-shown-5c1e";
 
     /// A client of app `cli_test` against `base`.
     pub(crate) fn client(base: String) -> FeishuClient {
-        FeishuClient {
-            http: reqwest::Client::new(),
-            base,
-            app_id: "cli_test".into(),
-            app_secret: Some(SecretString::from(SECRET)),
-            token: std::sync::Mutex::new(None),
-            refresh: tokio::sync::Mutex::default(),
-            budget: Arc::default(),
-            clock: Arc::new(SystemClock),
-        }
+        FeishuClient::for_tests(base, SECRET)
     }
 
     /// An Open API on 127.0.0.1:0 whose token endpoint answers `token`, plus `more`

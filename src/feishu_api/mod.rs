@@ -10,6 +10,7 @@ mod cardkit;
 mod client;
 pub mod codes;
 pub mod defuse;
+mod error;
 pub mod fit;
 pub mod identity;
 pub mod outbound;
@@ -19,6 +20,7 @@ pub mod summary;
 mod token;
 
 pub use budget::{ApiShare, Budget, Ledger, Urgency};
-pub use client::{FeishuClient, OpenApiError};
+pub use client::FeishuClient;
+pub use error::OpenApiError;
 pub use read::FetchedMessage;
 pub use token::REFRESH_RETRY;

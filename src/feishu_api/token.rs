@@ -8,17 +8,16 @@
 //! token at hand while it lasts. A call that finds no token at all retries the fetch
 //! with its own backoff (see `call`).
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use super::{
-    FeishuClient, OpenApiError,
-    budget::Urgency,
-    client::{TOKEN_ENDPOINT, decode},
+    budget::{Budget, Urgency},
+    error::{OpenApiError, TOKEN_ENDPOINT, decode},
 };
-use crate::util::UnixMs;
+use crate::util::{Clock, SystemClock, UnixMs};
 
 /// How long after a failed refresh the next one is tried, while the cached token lasts.
 pub const REFRESH_RETRY: Duration = Duration::from_secs(5);
@@ -30,7 +29,7 @@ fn refresh_margin(life: Duration) -> Duration {
 }
 
 #[derive(Clone)]
-pub(super) struct CachedToken {
+struct CachedToken {
     value: SecretString,
     /// When to replace it.
     refresh_at: UnixMs,
@@ -40,7 +39,7 @@ pub(super) struct CachedToken {
 
 /// The refresher's own state.
 #[derive(Default)]
-pub(super) struct Refresh {
+struct Refresh {
     /// After a failed refresh: not before this.
     next_try: Option<UnixMs>,
 }
@@ -56,16 +55,62 @@ struct TokenAnswer {
     expire: Option<u64>,
 }
 
-impl FeishuClient {
+/// One app's tenant access token.
+pub(super) struct TenantToken {
+    http: reqwest::Client,
+    /// The token endpoint's URL.
+    url: String,
+    app_id: String,
+    app_secret: Option<SecretString>,
+    cached: std::sync::Mutex<Option<CachedToken>>,
+    /// Held by the one caller fetching a token.
+    refresh: tokio::sync::Mutex<Refresh>,
+    /// The app's call budget: a fetch is a call too.
+    budget: Arc<Budget>,
+    /// Where lifetimes are read.
+    clock: Arc<dyn Clock>,
+}
+
+impl TenantToken {
+    /// The token of app `app_id` from the Open API at `base`.
+    pub(super) fn new(
+        http: reqwest::Client,
+        base: &str,
+        app_id: &str,
+        app_secret: Option<SecretString>,
+        budget: Arc<Budget>,
+    ) -> Self {
+        Self {
+            http,
+            url: format!("{base}/open-apis/auth/v3/tenant_access_token/internal"),
+            app_id: app_id.to_string(),
+            app_secret: app_secret.filter(|s| !s.expose_secret().is_empty()),
+            cached: std::sync::Mutex::new(None),
+            refresh: tokio::sync::Mutex::default(),
+            budget,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Reads lifetimes from `clock` (the app's).
+    pub(super) fn set_clock(&mut self, clock: Arc<dyn Clock>) {
+        self.clock = clock;
+    }
+
+    /// Whether there is a secret to fetch with.
+    pub(super) fn has_secret(&self) -> bool {
+        self.app_secret.is_some()
+    }
+
     /// The cached token, if `keep` says it is still good.
     fn cached(&self, keep: impl Fn(&CachedToken) -> bool) -> Option<SecretString> {
-        let cached = self.token.lock().unwrap_or_else(|e| e.into_inner());
+        let cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
         cached.as_ref().filter(|t| keep(t)).map(|t| t.value.clone())
     }
 
     /// The tenant access token: the cached one until it is due for replacement; then a
     /// fresh one, or — while the refresh fails — the cached one until it expires.
-    pub async fn tenant_token(&self) -> Result<SecretString, OpenApiError> {
+    pub(super) async fn get(&self) -> Result<SecretString, OpenApiError> {
         let fresh = |now: UnixMs| move |t: &CachedToken| now < t.refresh_at;
         let valid = |now: UnixMs| move |t: &CachedToken| now < t.expires_at;
         if let Some(token) = self.cached(fresh(self.clock.now())) {
@@ -89,7 +134,7 @@ impl FeishuClient {
         {
             return Ok(token.clone());
         }
-        match self.fetch_token().await {
+        match self.fetch().await {
             Ok(token) => {
                 refresh.next_try = None;
                 Ok(token)
@@ -106,7 +151,7 @@ impl FeishuClient {
     }
 
     /// Fetches a token and caches it.
-    async fn fetch_token(&self) -> Result<SecretString, OpenApiError> {
+    async fn fetch(&self) -> Result<SecretString, OpenApiError> {
         let secret = self.app_secret.as_ref().ok_or(OpenApiError::NoSecret)?;
         let body = serde_json::json!({"app_id": self.app_id, "app_secret": secret.expose_secret()});
         self.budget.take(Urgency::Required).await;
@@ -114,10 +159,7 @@ impl FeishuClient {
         let asked = self.clock.now();
         let resp = self
             .http
-            .post(format!(
-                "{}/open-apis/auth/v3/tenant_access_token/internal",
-                self.base
-            ))
+            .post(&self.url)
             .json(&body)
             .send()
             .await
@@ -146,7 +188,7 @@ impl FeishuClient {
         let life = Duration::from_secs(answer.expire.unwrap_or(7200));
         let token = SecretString::from(value);
         let expires_at = asked + life;
-        *self.token.lock().unwrap_or_else(|e| e.into_inner()) = Some(CachedToken {
+        *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = Some(CachedToken {
             value: token.clone(),
             refresh_at: expires_at - refresh_margin(life),
             expires_at,
@@ -155,13 +197,13 @@ impl FeishuClient {
     }
 
     /// Drops the cached token (after the API called it invalid).
-    pub(super) fn forget_token(&self) {
-        *self.token.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    pub(super) fn forget(&self) {
+        *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::{
         collections::VecDeque,
         sync::{
@@ -179,14 +221,25 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::{
-        feishu_api::client::tests::client,
-        util::{ManualClock, testing::serve},
-    };
+    use crate::util::{ManualClock, testing::serve};
+
+    /// The token of app `cli_test` from the Open API at `base`, on `clock`.
+    fn token(base: &str, clock: Arc<ManualClock>) -> TenantToken {
+        let secret = Some(SecretString::from("app-secret-of-the-token-tests"));
+        let mut token = TenantToken::new(
+            reqwest::Client::new(),
+            base,
+            "cli_test",
+            secret,
+            Arc::default(),
+        );
+        token.set_clock(clock);
+        token
+    }
 
     /// How the fake token endpoint answers one request.
     #[derive(Clone, Copy)]
-    enum Answer {
+    pub(in crate::feishu_api) enum Answer {
         Token,
         /// A gateway's page.
         BadGateway,
@@ -196,7 +249,7 @@ mod tests {
 
     /// A token endpoint answering from `plan` (then tokens), counting requests; each
     /// token it issues is `t-<request number>`, for two hours.
-    struct TokenEndpoint {
+    pub(in crate::feishu_api) struct TokenEndpoint {
         plan: Mutex<VecDeque<Answer>>,
         requests: AtomicUsize,
     }
@@ -214,17 +267,17 @@ mod tests {
             }
         }
 
-        fn requests(&self) -> usize {
+        pub(in crate::feishu_api) fn requests(&self) -> usize {
             self.requests.load(Ordering::SeqCst)
         }
 
-        fn fail_next(&self, answers: &[Answer]) {
+        pub(in crate::feishu_api) fn fail_next(&self, answers: &[Answer]) {
             self.plan.lock().expect("lock").extend(answers);
         }
     }
 
     /// The endpoint, plus a bot info route that wants token `t-<n>` for any `n`.
-    async fn open_api() -> (String, Arc<TokenEndpoint>) {
+    pub(in crate::feishu_api) async fn open_api() -> (String, Arc<TokenEndpoint>) {
         let endpoint = Arc::new(TokenEndpoint {
             plan: Mutex::default(),
             requests: AtomicUsize::default(),
@@ -252,29 +305,29 @@ mod tests {
     async fn a_failed_refresh_serves_the_cached_token_until_it_expires() {
         let (base, endpoint) = open_api().await;
         let clock = Arc::new(ManualClock::at(UnixMs(1_000_000)));
-        let client = client(base).with_clock(clock.clone());
-        let token = client.tenant_token().await.expect("a token");
+        let client = token(&base, clock.clone());
+        let token = client.get().await.expect("a token");
         assert_eq!((shown(token), endpoint.requests()), ("t-1".into(), 1));
 
         // Cached until a tenth of its life is left.
         clock.advance(Duration::from_secs(6_000));
-        assert_eq!(shown(client.tenant_token().await.expect("cached")), "t-1");
+        assert_eq!(shown(client.get().await.expect("cached")), "t-1");
         assert_eq!(endpoint.requests(), 1);
 
         // Due for replacement; the refresh fails: the cached token serves, and the
         // refresh is tried again only after REFRESH_RETRY.
         clock.advance(Duration::from_secs(700));
         endpoint.fail_next(&[Answer::BadGateway, Answer::Busy, Answer::BadGateway]);
-        assert_eq!(shown(client.tenant_token().await.expect("served")), "t-1");
-        assert_eq!(shown(client.tenant_token().await.expect("served")), "t-1");
+        assert_eq!(shown(client.get().await.expect("served")), "t-1");
+        assert_eq!(shown(client.get().await.expect("served")), "t-1");
         assert_eq!(endpoint.requests(), 2, "no second try at once");
         clock.advance(REFRESH_RETRY);
-        assert_eq!(shown(client.tenant_token().await.expect("served")), "t-1");
+        assert_eq!(shown(client.get().await.expect("served")), "t-1");
         assert_eq!(endpoint.requests(), 3, "tried again");
 
         // Past its expiry it is not used: the failure is the caller's.
         clock.advance(Duration::from_secs(600));
-        let err = client.tenant_token().await.expect_err("no token");
+        let err = client.get().await.expect_err("no token");
         assert!(
             matches!(err, OpenApiError::Status { status: 502, .. }),
             "{err:?}"
@@ -282,58 +335,18 @@ mod tests {
         assert_eq!(endpoint.requests(), 4);
 
         // The endpoint is back: a new token.
-        assert_eq!(shown(client.tenant_token().await.expect("fresh")), "t-5");
+        assert_eq!(shown(client.get().await.expect("fresh")), "t-5");
     }
 
     #[tokio::test]
     async fn a_refresh_that_succeeds_replaces_the_token_at_once() {
         let (base, endpoint) = open_api().await;
         let clock = Arc::new(ManualClock::at(UnixMs(0)));
-        let client = client(base).with_clock(clock.clone());
-        assert_eq!(shown(client.tenant_token().await.expect("a token")), "t-1");
+        let client = token(&base, clock.clone());
+        assert_eq!(shown(client.get().await.expect("a token")), "t-1");
         clock.advance(Duration::from_secs(6_601));
-        assert_eq!(shown(client.tenant_token().await.expect("fresh")), "t-2");
-        assert_eq!(shown(client.tenant_token().await.expect("cached")), "t-2");
+        assert_eq!(shown(client.get().await.expect("fresh")), "t-2");
+        assert_eq!(shown(client.get().await.expect("cached")), "t-2");
         assert_eq!(endpoint.requests(), 2);
-    }
-
-    #[tokio::test]
-    async fn a_required_call_retries_a_token_fetch_that_fails() {
-        let (base, endpoint) = open_api().await;
-        let client = client(base);
-        endpoint.fail_next(&[Answer::BadGateway, Answer::Busy]);
-        let id = client
-            .bot_open_id()
-            .await
-            .expect("answered after the retries");
-        assert_eq!(id, "ou_bot");
-        assert_eq!(endpoint.requests(), 3);
-    }
-
-    #[tokio::test]
-    async fn a_call_without_a_token_says_so_and_keeps_the_cause() {
-        let addr = crate::util::testing::closed_port();
-        let err = client(format!("http://{addr}"))
-            .call::<serde_json::Value>(
-                crate::feishu_api::call::Call {
-                    method: reqwest::Method::GET,
-                    endpoint: "GET /open-apis/bot/v3/info",
-                    url: format!("http://{addr}/open-apis/bot/v3/info"),
-                    query: &[],
-                    urgency: Urgency::Intermediate,
-                },
-                || None,
-            )
-            .await
-            .expect_err("no token");
-        assert!(err.token_unavailable(), "{err:?}");
-        assert_eq!(
-            err.code(),
-            None,
-            "the token endpoint's code is not the call's"
-        );
-        let text = err.to_string();
-        assert!(text.starts_with("no tenant access token: request to the Open API failed (POST /open-apis/auth/v3/tenant_access_token/internal)"), "{text}");
-        assert!(!text.contains(&addr.to_string()), "{text}");
     }
 }
