@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use secrecy::SecretString;
 
-use super::{Config, ConfigError, ConfigErrors, Location, listen, validate, warnings};
+use super::{Config, ConfigError, ConfigErrors, Location, listen, places, validate, warnings};
 
 /// Where a configuration came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -62,6 +62,7 @@ pub fn load_from_str(
     let mut config: Config =
         serde_path_to_error::deserialize(de).map_err(|e| parse_error(text, &e))?;
     warnings::record_explicit(&mut config, text);
+    places::record(&mut config, text);
     finish(config, env)
 }
 

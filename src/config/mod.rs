@@ -12,6 +12,8 @@ mod feed;
 mod limits;
 mod listen;
 mod load;
+mod long_connection;
+mod places;
 mod problems;
 mod server;
 mod validate;
@@ -224,6 +226,9 @@ pub struct Profile {
     pub name: String,
     /// The app's `app_id`; also the profile's `bridge_id`.
     pub app_id: String,
+    /// Where the file writes `app_id` (not part of the file; see `places.rs`).
+    #[serde(skip)]
+    app_id_at: Option<Location>,
     /// How its events arrive: the event URL (default) or the long connection. The HTTP
     /// routes stay open either way.
     #[serde(default)]

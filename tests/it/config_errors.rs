@@ -242,3 +242,49 @@ async fn serve_binds_the_resolved_address_and_prints_the_warning_first() {
         .expect("listening line");
     assert!(at < listening, "the warning comes before serving:\n{logs}");
 }
+
+#[test]
+fn two_websocket_profiles_of_one_app_are_refused_by_check_config_and_serve() {
+    let dir = tempfile::tempdir().expect("dir");
+    let websocket = |name: &str, app: &str| {
+        format!(
+            "[[profiles]]\nname = \"{name}\"\napp_id = \"{app}\"\nconnection = \"websocket\"\n\
+             app_secret = \"s\"\n"
+        )
+    };
+    let toml = format!(
+        "{}{}{}",
+        websocket("planner", "cli_x"),
+        websocket("reviewer", "cli_y"),
+        websocket("helper", "cli_x")
+    );
+    let path = write_config(&dir, &toml);
+    let why = "profiles[2].app_id: profiles \"planner\" and \"helper\" both take the long \
+               connection of app cli_x (connection = \"websocket\"): Feishu hands each event to \
+               one connection of an app, chosen at random, so each profile would miss some of \
+               its events; use one profile per app for the long connection, or receive on the \
+               event URL (connection = \"webhook\")";
+    for args in [
+        vec!["--config", path.as_str(), "check-config"],
+        vec!["--config", path.as_str(), "serve"],
+    ] {
+        let out = bridge(&args).output().expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.starts_with(&format!("configuration error: {path}:13:10: {why}\n")),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("13 | app_id = \"cli_x\""), "{stderr}");
+    }
+
+    // One of them on the event URL, or another app: fine.
+    let fine = toml.replacen(
+        "name = \"helper\"\napp_id = \"cli_x\"\nconnection = \"websocket\"",
+        "name = \"helper\"\napp_id = \"cli_x\"\nconnection = \"webhook\"\nverification_token = \"t\"",
+        1,
+    );
+    let path = write_config(&dir, &fine);
+    let out = check_config(&path);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
