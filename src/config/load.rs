@@ -66,13 +66,15 @@ pub fn load_from_str(
     finish(config, env)
 }
 
-/// Environment, then the listen address, then validation, collecting every problem.
+/// Environment (secrets, then the proxy variables), then the listen address, then
+/// validation, collecting every problem.
 fn finish(
     mut config: Config,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
     apply_env(&mut config, env);
     let mut problems = super::problems::Problems::default();
+    config.egress = super::proxy_vars::read(env, &mut problems);
     match listen::resolve(&config.server.listen) {
         Ok(addr) => config.server.resolved = Some(addr),
         Err(e) => problems.push(e),

@@ -7,6 +7,7 @@
 //! [`Config::warnings`].
 
 mod digest;
+mod egress;
 mod error;
 mod feed;
 mod limits;
@@ -15,6 +16,7 @@ mod load;
 mod long_connection;
 mod places;
 mod problems;
+mod proxy_vars;
 mod server;
 mod validate;
 mod warnings;
@@ -22,6 +24,7 @@ mod warnings;
 use std::path::PathBuf;
 
 pub use digest::{DigestConfig, SummarizerConfig};
+pub use egress::{Egress, Route};
 pub use error::{ConfigError, ConfigErrors, Location};
 pub use feed::FeedConfig;
 pub use load::{ConfigSource, load, load_from_str};
@@ -52,6 +55,10 @@ pub struct Config {
     /// Where the configuration came from (not part of the file).
     #[serde(skip)]
     pub source: ConfigSource,
+    /// How outbound connections leave: the proxy variables of the environment (not part
+    /// of the file; see `egress.rs`).
+    #[serde(skip)]
+    pub egress: Egress,
 }
 
 /// `[database]`.

@@ -27,6 +27,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use super::{
     Timing,
     clock::{before_attempt, ping_timer, pong_timeout, sleep_until},
+    dial,
     endpoint::{self, ConnectError, Socket},
     fragments::{FragmentLimits, Fragments},
     frame::{Frame, Kind},
@@ -151,7 +152,7 @@ impl LongConnection {
     async fn connect_once(&self, timing: &mut Timing) -> Ended {
         let fetched = tokio::select! {
             () = self.stop.cancelled() => return Ended::Shutdown,
-            f = endpoint::fetch(&self.http, &self.api_base, &self.app_id, &self.app_secret) => f,
+            f = endpoint::fetch(&self.http, &self.app.config.egress, &self.api_base, &self.app_id, &self.app_secret) => f,
         };
         let endpoint = match fetched {
             Ok(e) => e,
@@ -163,7 +164,7 @@ impl LongConnection {
         };
         let dialled = tokio::select! {
             () = self.stop.cancelled() => return Ended::Shutdown,
-            d = endpoint::dial(&endpoint.url) => d,
+            d = dial::dial(&endpoint.url, &self.app.config.egress) => d,
         };
         let socket = match dialled {
             Ok(s) => s,

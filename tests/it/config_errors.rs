@@ -288,3 +288,43 @@ fn two_websocket_profiles_of_one_app_are_refused_by_check_config_and_serve() {
     let out = check_config(&path);
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+#[test]
+fn check_config_shows_the_egress_and_refuses_a_proxy_it_cannot_use() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(&dir, PROFILE);
+    let out = bridge(&["--config", &path, "check-config"])
+        .env("HTTPS_PROXY", "http://alice:s3cret@proxy.corp:3128")
+        .env("no_proxy", "localhost,127.0.0.1")
+        .output()
+        .expect("runs");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains(
+            "egress: https/wss through proxy.corp:3128 (HTTPS_PROXY, with credentials), \
+             http/ws direct; direct to localhost,127.0.0.1 (NO_PROXY)\n"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("s3cret") && !stdout.contains("alice"),
+        "{stdout}"
+    );
+    let direct = text(&check_config(&path).stdout);
+    assert!(direct.contains("egress: direct ("), "{direct}");
+
+    let out = bridge(&["--config", &path, "check-config"])
+        .env("ALL_PROXY", "socks5://alice:s3cret@proxy.corp:1080")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "configuration error: {path}: ALL_PROXY: only http:// proxies are supported"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+}
