@@ -232,10 +232,7 @@ fn assemble(
     clock: Arc<dyn Clock>,
 ) -> App {
     let config = Arc::new(config);
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap_or_default();
+    let http = super::clients::open_api(&config.egress, Duration::from_secs(10));
     // One call budget per app: profiles of the same app share Feishu's limits, and so do
     // the replicas on one Postgres database.
     let api_share = Arc::new(ApiShare::default());
@@ -264,7 +261,7 @@ fn assemble(
         .collect();
     let callbacks = Arc::new(PendingCallbacks::default());
     // The agent client has no overall timeout: each backend bounds its own turns.
-    let agent_http = reqwest::Client::builder().build().unwrap_or_default();
+    let agent_http = super::clients::unbounded(&config.egress);
     let agents = crate::agent::backends(&config, &agent_http, &callbacks);
     let feed = Arc::new(Feed::new(
         config.clone(),
@@ -306,7 +303,7 @@ fn assemble(
 /// Starts the long connection of every profile that receives over one.
 fn start_long_connections(state: &AppState, stops: &Stops) -> Vec<JoinHandle<()>> {
     // No overall timeout: the socket lives long; each request bounds itself.
-    let http = reqwest::Client::builder().build().unwrap_or_default();
+    let http = super::clients::unbounded(&state.config.egress);
     state
         .config
         .profiles

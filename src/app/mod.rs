@@ -3,6 +3,7 @@
 //! depends on the HTTP layer, never the other way.
 
 pub mod bridge;
+pub(crate) mod clients;
 mod run;
 pub mod state;
 

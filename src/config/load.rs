@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use secrecy::SecretString;
 
-use super::{Config, ConfigError, ConfigErrors, Location, listen, validate, warnings};
+use super::{Config, ConfigError, ConfigErrors, Location, listen, places, validate, warnings};
 
 /// Where a configuration came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -62,16 +62,19 @@ pub fn load_from_str(
     let mut config: Config =
         serde_path_to_error::deserialize(de).map_err(|e| parse_error(text, &e))?;
     warnings::record_explicit(&mut config, text);
+    places::record(&mut config, text);
     finish(config, env)
 }
 
-/// Environment, then the listen address, then validation, collecting every problem.
+/// Environment (secrets, then the proxy variables), then the listen address, then
+/// validation, collecting every problem.
 fn finish(
     mut config: Config,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
     apply_env(&mut config, env);
     let mut problems = super::problems::Problems::default();
+    config.egress = super::proxy_vars::read(env, &mut problems);
     match listen::resolve(&config.server.listen) {
         Ok(addr) => config.server.resolved = Some(addr),
         Err(e) => problems.push(e),

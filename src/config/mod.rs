@@ -7,12 +7,16 @@
 //! [`Config::warnings`].
 
 mod digest;
+mod egress;
 mod error;
 mod feed;
 mod limits;
 mod listen;
 mod load;
+mod long_connection;
+mod places;
 mod problems;
+mod proxy_vars;
 mod server;
 mod validate;
 mod warnings;
@@ -20,6 +24,7 @@ mod warnings;
 use std::path::PathBuf;
 
 pub use digest::{DigestConfig, SummarizerConfig};
+pub use egress::{Egress, Route};
 pub use error::{ConfigError, ConfigErrors, Location};
 pub use feed::FeedConfig;
 pub use load::{ConfigSource, load, load_from_str};
@@ -50,6 +55,10 @@ pub struct Config {
     /// Where the configuration came from (not part of the file).
     #[serde(skip)]
     pub source: ConfigSource,
+    /// How outbound connections leave: the proxy variables of the environment (not part
+    /// of the file; see `egress.rs`).
+    #[serde(skip)]
+    pub egress: Egress,
 }
 
 /// `[database]`.
@@ -239,6 +248,9 @@ pub struct Profile {
     pub name: String,
     /// The app's `app_id`; also the profile's `bridge_id`.
     pub app_id: String,
+    /// Where the file writes `app_id` (not part of the file; see `places.rs`).
+    #[serde(skip)]
+    app_id_at: Option<Location>,
     /// How its events arrive: the event URL (default) or the long connection. The HTTP
     /// routes stay open either way.
     #[serde(default)]

@@ -29,6 +29,7 @@ pub(super) fn validate(config: &Config, out: &mut Problems) {
         });
         profile(p, &key, out);
     }
+    super::long_connection::one_per_app(&config.profiles, out);
     let mut chats = HashSet::new();
     for (i, w) in config.workspaces.iter().enumerate() {
         let key = |field: &str| format!("workspaces[{i}].{field}");

@@ -74,7 +74,9 @@ pub struct LongConnectionBody {
     pub state: &'static str,
     /// Unix ms it entered that state.
     pub since: i64,
-    /// Why it is backing off or stopped.
+    /// Why it is backing off or stopped, or, while connecting again, why the attempt
+    /// before failed: a refusal by Feishu, or by the egress proxy (which names the proxy
+    /// by `host:port`, never its credentials). Null while connected.
     pub reason: Option<String>,
     /// Unix ms of the next attempt, while backing off.
     pub next_attempt_at: Option<i64>,

@@ -1,15 +1,19 @@
 //! When a long connection acts: its ping timer, how long after a ping the server must
 //! have said something (the pong timeout that notices a half-open socket), and the
-//! waits between attempts (the nonce's jitter after a lost connection, then the
-//! interval doubling on repeated failure, capped).
+//! waits between attempts, as the SDKs wait: a random jitter within `ReconnectNonce`
+//! before the first attempt of a round, then `ReconnectInterval` between attempts,
+//! fixed (Feishu pushes an unacknowledged event again only after about an hour, so a
+//! wait that grew would cost users their events for that long).
 
 use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior};
 
-/// The longest wait between two attempts, however many failed (never below the
-/// server's interval).
-const MAX_BACKOFF: Duration = Duration::from_secs(600);
+use super::Timing;
+
+/// The shortest wait between two attempts of a round, whatever the server says: a zero
+/// or tiny interval must not make a busy loop of failed attempts.
+const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How a pong timeout follows the ping interval: as long as one interval, within these.
 const PONG_TIMEOUT: (Duration, Duration) = (Duration::from_secs(2), Duration::from_secs(20));
@@ -39,8 +43,21 @@ pub(super) async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// The wait before the first attempt after a lost connection: up to `nonce`, at random.
-pub(super) fn jitter(nonce: Duration) -> Duration {
+/// The wait before attempt `attempt` (from 0) of a round of reconnect attempts (a round
+/// starts when a connection that was up is lost, and at the bridge's start): a random
+/// jitter within the nonce before the first, the interval (at least [`MIN_INTERVAL`])
+/// before each after it.
+pub(super) fn before_attempt(timing: &Timing, attempt: u64) -> Duration {
+    if attempt == 0 {
+        jitter(timing.reconnect_nonce)
+    } else {
+        timing.reconnect_interval.max(MIN_INTERVAL)
+    }
+}
+
+/// Up to `nonce`, at random (none for a zero nonce: how a test server asks for a prompt
+/// reconnect, in every SDK).
+fn jitter(nonce: Duration) -> Duration {
     let ms = nonce.as_millis() as u64;
     if ms == 0 {
         return Duration::ZERO;
@@ -48,28 +65,41 @@ pub(super) fn jitter(nonce: Duration) -> Duration {
     Duration::from_millis(rand::random::<u64>() % ms)
 }
 
-/// The wait after `failures` failed attempts in a row: the interval, doubling, capped.
-pub(super) fn backoff(interval: Duration, failures: u32) -> Duration {
-    let doubled = interval.saturating_mul(1 << failures.saturating_sub(1).min(16));
-    doubled.min(MAX_BACKOFF.max(interval))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn failures_back_off_from_the_interval_doubling_to_a_cap() {
-        let i = Duration::from_secs(5);
-        let waits: Vec<u64> = (1..=10).map(|f| backoff(i, f).as_secs()).collect();
-        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 320, 600, 600, 600]);
-        assert_eq!(
-            backoff(Duration::from_secs(900), 3),
-            Duration::from_secs(900),
-            "never below the interval"
-        );
-        assert!(jitter(Duration::from_secs(30)) < Duration::from_secs(30));
-        assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
+    fn a_round_starts_with_a_jitter_within_the_nonce_then_keeps_one_interval() {
+        let timing = Timing {
+            reconnect_interval: Duration::from_secs(5),
+            reconnect_nonce: Duration::from_secs(30),
+            ..Timing::default()
+        };
+        for _ in 0..100 {
+            assert!(before_attempt(&timing, 0) < Duration::from_secs(30));
+        }
+        let waits: Vec<u64> = (1..=12)
+            .map(|a| before_attempt(&timing, a).as_secs())
+            .collect();
+        assert_eq!(waits, [5; 12], "fixed: no growth, however many failed");
+        let prompt = Timing {
+            reconnect_nonce: Duration::ZERO,
+            ..timing
+        };
+        assert_eq!(before_attempt(&prompt, 0), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_zero_or_tiny_interval_still_waits_a_second() {
+        for interval in [Duration::ZERO, Duration::from_millis(3)] {
+            let timing = Timing {
+                reconnect_interval: interval,
+                ..Timing::default()
+            };
+            assert_eq!(before_attempt(&timing, 1), MIN_INTERVAL);
+            assert_eq!(before_attempt(&timing, 40), MIN_INTERVAL);
+        }
     }
 
     #[test]

@@ -1,35 +1,31 @@
 //! Where a long connection goes: a fresh WebSocket URL for every connect, fetched with
 //! the app's credentials from `{api_base}/callback/ws/endpoint` (so Feishu, Lark and a
-//! local fake work the same way), and the WebSocket handshake to it. The URL carries
-//! credentials (an access key and a one-time ticket): it is kept as a secret and never
-//! logged or shown.
+//! local fake work the same way); [`super::dial`] makes the handshake to it. The URL
+//! carries credentials (an access key and a one-time ticket): it is kept as a secret and
+//! never logged or shown.
 //!
 //! What is fatal follows the Go and Python SDKs: any non-zero endpoint code but "system
-//! busy" (1) and "internal error" (1000040343) is the app's to fix, and so are a
-//! handshake refused with 403, or with 514 and 1000040350 (too many connections).
-//! Everything else is worth another attempt.
+//! busy" (1) and "internal error" (1000040343) is the app's to fix. Everything else is
+//! worth another attempt, a proxy's refusal included; a failure through the egress
+//! proxy says so, naming the proxy by `host:port` only.
 
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
-use tokio_tungstenite::{
-    MaybeTlsStream, WebSocketStream,
-    tungstenite::{self, http::Response},
-};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::ClientConfig;
+use crate::config::Egress;
 
 /// The connection's socket.
 pub type Socket = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
 
-/// How long fetching an endpoint, or the handshake, may take.
-const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long fetching an endpoint, or dialling it, may take.
+pub(super) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Endpoint codes that say "try again".
 const ENDPOINT_RETRY: [i64; 2] = [1, 1000040343];
-/// The handshake's "too many connections" code.
-const TOO_MANY_CONNECTIONS: &str = "1000040350";
 
 /// Why a connect did not succeed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,14 +63,20 @@ struct AnswerData {
     client_config: Option<serde_json::Value>,
 }
 
-/// Fetches a fresh endpoint for app `app_id`.
+/// Fetches a fresh endpoint for app `app_id` (`egress` only to say which proxy a
+/// failure went through: `http` leaves that way already).
 pub async fn fetch(
     http: &reqwest::Client,
+    egress: &Egress,
     api_base: &str,
     app_id: &str,
     app_secret: &SecretString,
 ) -> Result<Endpoint, ConnectError> {
     let url = format!("{}/callback/ws/endpoint", api_base.trim_end_matches('/'));
+    let proxy = url::Url::parse(&url)
+        .ok()
+        .and_then(|u| egress.route(&u))
+        .map(|r| r.addr().to_string());
     let body = serde_json::json!({"AppID": app_id, "AppSecret": app_secret.expose_secret()});
     let sent = http
         .post(url)
@@ -83,17 +85,25 @@ pub async fn fetch(
         .json(&body)
         .send()
         .await;
-    let resp = sent.map_err(|e| ConnectError::Retry(transport("the endpoint request", &e)))?;
+    let failed =
+        |what: &str, e: &reqwest::Error| ConnectError::Retry(transport(what, e, proxy.as_deref()));
+    let resp = sent.map_err(|e| failed("the endpoint request", &e))?;
     let status = resp.status();
     let bytes = resp
         .bytes()
         .await
-        .map_err(|e| ConnectError::Retry(transport("the endpoint answer", &e)))?;
+        .map_err(|e| failed("the endpoint answer", &e))?;
     if !status.is_success() {
-        return Err(ConnectError::Retry(format!(
-            "the endpoint answered HTTP {}",
-            status.as_u16()
-        )));
+        return Err(ConnectError::Retry(match (&proxy, status.as_u16()) {
+            // Only a proxy answers 407.
+            (Some(proxy), 407) => format!(
+                "the proxy {proxy} refused the endpoint request: HTTP 407 Proxy Authentication Required"
+            ),
+            (Some(proxy), code) => {
+                format!("the endpoint answered HTTP {code} (through the proxy {proxy})")
+            }
+            (None, code) => format!("the endpoint answered HTTP {code}"),
+        }));
     }
     let answer: Answer = serde_json::from_slice(&bytes).map_err(|_| {
         ConnectError::Retry("the endpoint answer is not the documented JSON".into())
@@ -124,63 +134,10 @@ pub async fn fetch(
     })
 }
 
-/// The WebSocket handshake to `url`.
-pub async fn dial(url: &SecretString) -> Result<Socket, ConnectError> {
-    let dialled = tokio::time::timeout(
-        ATTEMPT_TIMEOUT,
-        // Nagle off: an acknowledgement goes out at once, not with the next frame.
-        tokio_tungstenite::connect_async_with_config(url.expose_secret(), None, true),
-    )
-    .await
-    .map_err(|_| ConnectError::Retry("the handshake timed out".into()))?;
-    match dialled {
-        Ok((socket, _)) => Ok(socket),
-        Err(tungstenite::Error::Http(resp)) => Err(refused(&resp)),
-        // Never the error's own text: it can quote the URL.
-        Err(e) => Err(ConnectError::Retry(format!(
-            "the handshake failed ({})",
-            kind(&e)
-        ))),
-    }
-}
-
-/// What a refused handshake means, from Feishu's `Handshake-*` headers (or, without
-/// them, the HTTP status).
-fn refused(resp: &Response<Option<Vec<u8>>>) -> ConnectError {
-    let header = |name: &str| {
-        resp.headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    };
-    let status = header("handshake-status")
-        .and_then(|s| s.trim().parse::<u16>().ok())
-        .unwrap_or(resp.status().as_u16());
-    let code = header("handshake-autherrcode").unwrap_or_default();
-    let msg = header("handshake-msg")
-        .map(|m| format!(": {}", crate::redact::bounded(&m, 120)))
-        .unwrap_or_default();
-    let why = format!("the handshake was refused (status {status}, code {code:?}){msg}");
-    match (status, code.trim()) {
-        (514, TOO_MANY_CONNECTIONS) => ConnectError::Fatal(format!(
-            "{why}: too many connections for this app (Feishu allows 50)"
-        )),
-        (403, _) => ConnectError::Fatal(why),
-        _ => ConnectError::Retry(why),
-    }
-}
-
-fn kind(e: &tungstenite::Error) -> &'static str {
-    match e {
-        tungstenite::Error::Io(_) => "connection",
-        tungstenite::Error::Tls(_) => "TLS",
-        tungstenite::Error::Url(_) => "the URL",
-        tungstenite::Error::Protocol(_) => "protocol",
-        _ => "other",
-    }
-}
-
-fn transport(what: &str, e: &reqwest::Error) -> String {
+/// What went wrong with a request, in words: how, and through which proxy. A tunnel
+/// the proxy refused is recognized by hyper-util's words for it (reqwest tunnels
+/// `https` through hyper-util), and said in ours.
+fn transport(what: &str, e: &reqwest::Error, proxy: Option<&str>) -> String {
     let how = if e.is_timeout() {
         "timed out"
     } else if e.is_connect() {
@@ -188,5 +145,74 @@ fn transport(what: &str, e: &reqwest::Error) -> String {
     } else {
         "broke off"
     };
-    format!("{what} {how}")
+    let Some(proxy) = proxy else {
+        return format!("{what} {how}");
+    };
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let refusal = match s.to_string().as_str() {
+            "tunnel error: proxy authorization required" => {
+                Some("HTTP 407 Proxy Authentication Required")
+            }
+            "tunnel error: unsuccessful" => Some("it answered CONNECT with an error"),
+            "tunnel error: failed to create underlying connection" => {
+                return format!("{what} {how}: the proxy {proxy} cannot be reached");
+            }
+            _ => None,
+        };
+        if let Some(refusal) = refusal {
+            return format!("the proxy {proxy} refused the tunnel for {what}: {refusal}");
+        }
+        source = s.source();
+    }
+    format!("{what} {how} (through the proxy {proxy})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The endpoint fetched over `https` through a proxy on 127.0.0.1 that answers
+    /// CONNECT with `answer`: what the fetch says, and what the proxy was asked.
+    async fn through_proxy(answer: &[u8]) -> (String, String, String) {
+        let (addr, asked) = super::super::tunnel::tests::proxy(answer.to_vec()).await;
+        let env = |k: &str| (k == "HTTPS_PROXY").then(|| format!("http://bob:pw@{addr}"));
+        let config = crate::config::load_from_str("", &env).expect("valid");
+        let http = crate::app::clients::unbounded(&config.egress);
+        let secret = SecretString::from("app-secret");
+        let base = "https://open.feishu.invalid";
+        let got = fetch(&http, &config.egress, base, "cli_x", &secret).await;
+        let Err(ConnectError::Retry(why)) = got else {
+            panic!("a retry expected");
+        };
+        (why, asked.await.expect("proxy"), addr)
+    }
+
+    #[tokio::test]
+    async fn an_https_endpoint_goes_through_the_proxy_and_its_refusal_is_said() {
+        let (why, asked, addr) =
+            through_proxy(b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n").await;
+        assert!(
+            asked.starts_with("CONNECT open.feishu.invalid:443 HTTP/1.1\r\n"),
+            "{asked}"
+        );
+        // base64("bob:pw"), from the proxy URL.
+        assert!(asked.contains("Basic Ym9iOnB3\r\n"), "{asked}");
+        assert_eq!(
+            why,
+            format!(
+                "the proxy {addr} refused the tunnel for the endpoint request: HTTP 407 Proxy \
+                 Authentication Required"
+            )
+        );
+        let (why, _, addr) = through_proxy(b"HTTP/1.1 403 Forbidden\r\n\r\n").await;
+        assert_eq!(
+            why,
+            format!(
+                "the proxy {addr} refused the tunnel for the endpoint request: it answered \
+                 CONNECT with an error"
+            )
+        );
+        assert!(!why.contains("pw") && !why.contains("bob"), "{why}");
+    }
 }

@@ -9,20 +9,24 @@
 //! JSON envelope as an HTTP callback, left to [`crate::protocol`] to read. Those files
 //! depend on no socket, HTTP framework or database.
 //!
-//! The connection itself: [`endpoint`] fetches a fresh URL and dials it; [`session`]
-//! keeps one profile's connection up (pings, pong timeout, reconnects) and hands each
-//! complete message to [`ingest`], which stores it and builds its acknowledgement;
-//! [`status`] is what `/status` shows of each connection.
+//! The connection itself: [`endpoint`] fetches a fresh URL and [`dial`] makes the
+//! WebSocket handshake to it, through the egress proxy with an HTTP CONNECT [`tunnel`]
+//! when the environment names one; [`session`] keeps one profile's connection up
+//! (pings, pong timeout, reconnects) and hands each complete message to [`ingest`],
+//! which stores it and builds its acknowledgement; [`status`] is what `/status` shows
+//! of each connection.
 
 pub mod ack;
 pub mod client_config;
 mod clock;
+pub mod dial;
 pub mod endpoint;
 pub mod fragments;
 pub mod frame;
 pub mod ingest;
 pub mod session;
 pub mod status;
+pub mod tunnel;
 
 pub use client_config::{ClientConfig, Timing};
 pub use fragments::{FragmentError, FragmentLimits, Fragments};

@@ -3,12 +3,17 @@
 //! read, reassembled and handed to [`Ingest`], acknowledgements written as their events
 //! are stored.
 //!
-//! Better behaved than the official clients where they fall short: a connection that
-//! stops answering (a half-open socket) is noticed by a pong timeout and made again; a
-//! fatal refusal (bad credentials, too many connections) stops this profile's connection
-//! with a clear log line and a `/status` entry instead of a hot loop; repeated failures
-//! back off exponentially (from `ReconnectInterval`, capped) after the first attempt's
-//! jitter; and a shutdown stops reading, lets what was read be stored and acknowledged,
+//! Reconnects follow the SDKs: after a lost connection, and when the first connect
+//! fails, a random jitter within `ReconnectNonce`, then an attempt every
+//! `ReconnectInterval` — fixed, never growing, because Feishu pushes an unacknowledged
+//! event again only after about an hour; `ReconnectCount` ≥ 0 caps the attempts of a
+//! round. Better behaved than the official clients where they fall short: a connection
+//! that stops answering (a half-open socket) is noticed by a pong timeout and made
+//! again; a fatal refusal (bad credentials, too many connections) stops this profile's
+//! connection with a clear log line and a `/status` entry instead of a hot loop; a
+//! connection dropped before the server said a word counts as a failed attempt, and the
+//! interval has a floor, so a server that accepts and drops at once cannot make a busy
+//! loop; and a shutdown stops reading, lets what was read be stored and acknowledged,
 //! then closes the socket.
 
 use std::time::Duration;
@@ -21,7 +26,8 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::{
     Timing,
-    clock::{backoff, jitter, ping_timer, pong_timeout, sleep_until},
+    clock::{before_attempt, ping_timer, pong_timeout, sleep_until},
+    dial,
     endpoint::{self, ConnectError, Socket},
     fragments::{FragmentLimits, Fragments},
     frame::{Frame, Kind},
@@ -88,11 +94,14 @@ impl LongConnection {
         let conns = &self.app.connections;
         let metrics = &self.app.metrics.long_connection;
         let mut timing = Timing::default();
-        let mut failures = 0u32;
-        let mut reconnects = 0u64;
+        // Reconnect attempts in this round: since the start, or since a connection that
+        // was up was lost.
+        let mut attempt = 0u64;
+        // Why the last attempt failed, shown while the next one runs.
+        let mut last: Option<String> = None;
         loop {
-            conns.set(profile, ConnState::Connecting, None, None);
-            let (why, wait) = match self.connect_once(&mut timing).await {
+            conns.set(profile, ConnState::Connecting, last.take(), None);
+            let why = match self.connect_once(&mut timing).await {
                 Ended::Shutdown => {
                     conns.set(
                         profile,
@@ -107,32 +116,24 @@ impl LongConnection {
                     conns.set(profile, ConnState::Stopped, Some(why), None);
                     return;
                 }
-                Ended::Failed(why) => {
-                    failures += 1;
-                    (why, backoff(timing.reconnect_interval, failures))
-                }
+                Ended::Failed(why) | Ended::Lost(why, false) => why,
                 Ended::Lost(why, true) => {
                     // A connection that was up starts a new round of attempts.
-                    failures = 0;
-                    reconnects = 0;
-                    (why, jitter(timing.reconnect_nonce))
-                }
-                Ended::Lost(why, false) => {
-                    failures += 1;
-                    (why, backoff(timing.reconnect_interval, failures))
+                    attempt = 0;
+                    why
                 }
             };
-            if timing.reconnect_count >= 0 && reconnects >= timing.reconnect_count as u64 {
-                let why = format!(
-                    "{why}; gave up after {reconnects} reconnect attempts (ReconnectCount)"
-                );
+            if timing.reconnect_count >= 0 && attempt >= timing.reconnect_count as u64 {
+                let why =
+                    format!("{why}; gave up after {attempt} reconnect attempts (ReconnectCount)");
                 tracing::error!(profile, reason = %why, "long connection stopped");
                 conns.set(profile, ConnState::Stopped, Some(why), None);
                 return;
             }
+            let wait = before_attempt(&timing, attempt);
             tracing::warn!(profile, reason = %why, wait_ms = wait.as_millis() as u64, "long connection down; connecting again");
             let at = UnixMs(UnixMs::now().millis() + wait.as_millis() as i64);
-            conns.set(profile, ConnState::BackingOff, Some(why), Some(at));
+            conns.set(profile, ConnState::BackingOff, Some(why.clone()), Some(at));
             tokio::select! {
                 () = self.stop.cancelled() => {
                     conns.set(profile, ConnState::Stopped, Some("the bridge shut down".into()), None);
@@ -140,7 +141,8 @@ impl LongConnection {
                 }
                 () = tokio::time::sleep(wait) => {}
             }
-            reconnects += 1;
+            last = Some(why);
+            attempt += 1;
             conns.reconnecting(profile);
             metrics.reconnects.with_label_values(&[profile]).inc();
         }
@@ -150,7 +152,7 @@ impl LongConnection {
     async fn connect_once(&self, timing: &mut Timing) -> Ended {
         let fetched = tokio::select! {
             () = self.stop.cancelled() => return Ended::Shutdown,
-            f = endpoint::fetch(&self.http, &self.api_base, &self.app_id, &self.app_secret) => f,
+            f = endpoint::fetch(&self.http, &self.app.config.egress, &self.api_base, &self.app_id, &self.app_secret) => f,
         };
         let endpoint = match fetched {
             Ok(e) => e,
@@ -162,7 +164,7 @@ impl LongConnection {
         };
         let dialled = tokio::select! {
             () = self.stop.cancelled() => return Ended::Shutdown,
-            d = endpoint::dial(&endpoint.url) => d,
+            d = dial::dial(&endpoint.url, &self.app.config.egress) => d,
         };
         let socket = match dialled {
             Ok(s) => s,

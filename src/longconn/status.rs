@@ -30,7 +30,8 @@ pub struct ConnView {
     pub state: ConnState,
     /// When it entered this state.
     pub since: UnixMs,
-    /// Why it is backing off or stopped (never a URL or a secret).
+    /// Why it is backing off or stopped, or, while connecting again, why the attempt
+    /// before failed (never a URL or a secret).
     pub reason: Option<String>,
     /// When the next attempt goes, while backing off.
     pub next_attempt_at: Option<UnixMs>,

@@ -43,6 +43,7 @@ pub fn describe(config: &Config) -> String {
             "not set (REST open on loopback only)"
         }
     ));
+    out.push_str(&format!("egress: {}\n", config.egress.describe()));
     for p in &config.profiles {
         out.push_str(&format!(
             "profile {}: app_id={} encrypt_key={} agent={} → POST /webhook/{}/event, /webhook/{}/card\n",
@@ -65,9 +66,14 @@ pub fn describe(config: &Config) -> String {
     out
 }
 
-/// GETs `url`; Ok on a 2xx answer.
+/// GETs `url`, never through a proxy; Ok on a 2xx answer.
 pub async fn healthcheck(url: &str, timeout: Duration) -> anyhow::Result<()> {
-    let client = reqwest::Client::builder().timeout(timeout).build()?;
+    // Straight to `url`, whatever proxy the environment names: the check is of this
+    // host's own process (a container's HTTP_PROXY must not turn it unhealthy).
+    let client = reqwest::Client::builder()
+        .timeout(timeout)
+        .no_proxy()
+        .build()?;
     let resp = client
         .get(url)
         .send()

@@ -242,3 +242,89 @@ async fn serve_binds_the_resolved_address_and_prints_the_warning_first() {
         .expect("listening line");
     assert!(at < listening, "the warning comes before serving:\n{logs}");
 }
+
+#[test]
+fn two_websocket_profiles_of_one_app_are_refused_by_check_config_and_serve() {
+    let dir = tempfile::tempdir().expect("dir");
+    let websocket = |name: &str, app: &str| {
+        format!(
+            "[[profiles]]\nname = \"{name}\"\napp_id = \"{app}\"\nconnection = \"websocket\"\n\
+             app_secret = \"s\"\n"
+        )
+    };
+    let toml = format!(
+        "{}{}{}",
+        websocket("planner", "cli_x"),
+        websocket("reviewer", "cli_y"),
+        websocket("helper", "cli_x")
+    );
+    let path = write_config(&dir, &toml);
+    let why = "profiles[2].app_id: profiles \"planner\" and \"helper\" both take the long \
+               connection of app cli_x (connection = \"websocket\"): Feishu hands each event to \
+               one connection of an app, chosen at random, so each profile would miss some of \
+               its events; use one profile per app for the long connection, or receive on the \
+               event URL (connection = \"webhook\")";
+    for args in [
+        vec!["--config", path.as_str(), "check-config"],
+        vec!["--config", path.as_str(), "serve"],
+    ] {
+        let out = bridge(&args).output().expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.starts_with(&format!("configuration error: {path}:13:10: {why}\n")),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("13 | app_id = \"cli_x\""), "{stderr}");
+    }
+
+    // One of them on the event URL, or another app: fine.
+    let fine = toml.replacen(
+        "name = \"helper\"\napp_id = \"cli_x\"\nconnection = \"websocket\"",
+        "name = \"helper\"\napp_id = \"cli_x\"\nconnection = \"webhook\"\nverification_token = \"t\"",
+        1,
+    );
+    let path = write_config(&dir, &fine);
+    let out = check_config(&path);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn check_config_shows_the_egress_and_refuses_a_proxy_it_cannot_use() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(&dir, PROFILE);
+    let out = bridge(&["--config", &path, "check-config"])
+        .env("HTTPS_PROXY", "http://alice:s3cret@proxy.corp:3128")
+        .env("no_proxy", "localhost,127.0.0.1")
+        .output()
+        .expect("runs");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains(
+            "egress: https/wss through proxy.corp:3128 (HTTPS_PROXY, with credentials), \
+             http/ws direct; direct to localhost,127.0.0.1 (NO_PROXY)\n"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("s3cret") && !stdout.contains("alice"),
+        "{stdout}"
+    );
+    let direct = text(&check_config(&path).stdout);
+    assert!(direct.contains("egress: direct ("), "{direct}");
+
+    let out = bridge(&["--config", &path, "check-config"])
+        .env("ALL_PROXY", "socks5://alice:s3cret@proxy.corp:1080")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "configuration error: {path}: ALL_PROXY: only http:// proxies are supported"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+}

@@ -25,6 +25,7 @@ mod hygiene;
 mod inbox;
 mod layout;
 mod long_connection;
+mod long_connection_proxy;
 mod migrations;
 mod openai_agent;
 mod operating;

@@ -60,7 +60,18 @@ bot_open_id = "{bot}"
 
 /// Parses config text with an empty environment (the real loader and validation).
 pub fn config(text: &str) -> Config {
-    feishu_bridge::config::load_from_str(text, &|_| None).expect("test config is valid")
+    config_with_env(text, &[])
+}
+
+/// Parses config text with `env` as the whole environment: a bridge of its own, in
+/// process, without touching the test process's variables.
+pub fn config_with_env(text: &str, env: &[(&str, &str)]) -> Config {
+    let lookup = |name: &str| {
+        env.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    };
+    feishu_bridge::config::load_from_str(text, &lookup).expect("test config is valid")
 }
 
 /// A running bridge.

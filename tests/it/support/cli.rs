@@ -22,6 +22,9 @@ pub fn bridge(args: &[&str]) -> Command {
         .env_remove("FEISHU_BRIDGE_CONFIG")
         .env_remove("FEISHU_BRIDGE_ADMIN_TOKEN")
         .env_remove("RUST_LOG");
+    for proxy in ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"] {
+        c.env_remove(proxy).env_remove(proxy.to_lowercase());
+    }
     c
 }
 

@@ -5,6 +5,7 @@ pub mod app;
 pub mod cards;
 pub mod certs;
 pub mod cli;
+pub mod connect_proxy;
 pub mod crash;
 pub mod db;
 pub mod db_lock;
@@ -19,7 +20,7 @@ pub mod pg_cluster;
 pub mod proxy;
 pub mod raw;
 
-pub use app::{ADMIN, Answer, TestApp, config, config_toml};
+pub use app::{ADMIN, Answer, TestApp, config, config_toml, config_with_env};
 pub use db::{Kind, TestDb};
 pub use feishu::{Request, Signer};
 
