@@ -41,8 +41,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let addr = config.server.listen_addr();
     if config.profiles.is_empty() {
         tracing::warn!(
-            "no profiles configured in {}: add a [[profiles]] table (name, app_id, verification_token, \
-             optional encrypt_key) to the config file, or point --config / FEISHU_BRIDGE_CONFIG at one",
+            "no profiles configured in {}: add a [[profiles]] table (name, app_id, app_secret, \
+             verification_token, optional encrypt_key) to the config file, or point --config / FEISHU_BRIDGE_CONFIG at one",
             config.source_label()
         );
     }

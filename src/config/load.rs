@@ -169,12 +169,14 @@ admin_token = "file-admin"
 name = "planner"
 app_id = "cli_a"
 verification_token = "vt-a"
+dry_run = true
 
 [[profiles]]
 name = "code-bot"
 app_id = "cli_b"
 verification_token = "vt-b"
 encrypt_key = "ek-b"
+dry_run = true
 "#;
 
     #[test]
@@ -237,7 +239,7 @@ encrypt_key = "ek-b"
         assert_eq!(err.key, "profiles[1].encrypt_kye");
         assert!(err.message.contains("encrypt_kye"), "{err}");
         let at = err.at.as_ref().expect("a place");
-        assert_eq!((at.line, at.column), (13, 1), "{err}");
+        assert_eq!((at.line, at.column), (14, 1), "{err}");
         assert_eq!(at.text, "encrypt_kye = \"x\"");
     }
 

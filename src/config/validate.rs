@@ -160,6 +160,10 @@ fn profile(p: &Profile, key: &dyn Fn(&str) -> String, out: &mut Problems) {
         "must not be empty".into()
     });
     let prefix = p.env_prefix();
+    let has_secret = p
+        .app_secret
+        .as_ref()
+        .is_some_and(|s| !s.expose_secret().is_empty());
     match p.connection {
         Connection::Webhook => {
             out.require(
@@ -167,12 +171,18 @@ fn profile(p: &Profile, key: &dyn Fn(&str) -> String, out: &mut Problems) {
                 key("verification_token"),
                 || format!("missing (set it in the file or {prefix}VERIFICATION_TOKEN)"),
             );
+            // Without it no reply can be posted: every answer would be recorded and
+            // never reach Feishu, while its turn shows "succeeded".
+            out.require(p.dry_run || has_secret, key("app_secret"), || {
+                format!(
+                    "required to post replies (set it in the file or {prefix}APP_SECRET), or set \
+                     dry_run = true to record replies in the database without sending them"
+                )
+            });
         }
         Connection::Websocket => {
             out.require(
-                p.app_secret
-                    .as_ref()
-                    .is_some_and(|s| !s.expose_secret().is_empty()),
+                has_secret,
                 key("app_secret"),
                 || {
                     format!(
@@ -278,6 +288,7 @@ mod tests {
 name = "planner"
 app_id = "cli_a"
 verification_token = "vt-a"
+dry_run = true
 
 [profiles.agent]
 kind = "openai"
@@ -418,7 +429,7 @@ kind = "openai"
         let err = load_from_str(&profile("connection = \"carrier-pigeon\"\n"), &|_| None);
         assert!(err.is_err());
         // A webhook profile still needs its token.
-        let webhook = "[[profiles]]\nname = \"p\"\napp_id = \"cli_1\"\n";
+        let webhook = "[[profiles]]\nname = \"p\"\napp_id = \"cli_1\"\ndry_run = true\n";
         let err = load_from_str(webhook, &|_| None)
             .expect_err("no token")
             .single();
@@ -426,8 +437,33 @@ kind = "openai"
     }
 
     #[test]
+    fn a_profile_that_cannot_post_replies_must_say_it_is_a_dry_run() {
+        let profile = |more: &str| {
+            format!(
+                "[[profiles]]\nname = \"p\"\napp_id = \"a\"\nverification_token = \"t\"\n{more}"
+            )
+        };
+        for no_secret in ["", "app_secret = \"\"\n", "dry_run = false\n"] {
+            let err = load_from_str(&profile(no_secret), &|_| None)
+                .expect_err("replies could never be posted")
+                .single();
+            assert_eq!(err.key, "profiles[0].app_secret", "{no_secret:?}");
+            assert!(err.message.contains("FEISHU_BRIDGE_P_APP_SECRET"), "{err}");
+            assert!(err.message.contains("dry_run = true"), "{err}");
+        }
+        for fine in ["dry_run = true\n", "app_secret = \"s\"\n"] {
+            let ok = load_from_str(&profile(fine), &|_| None);
+            assert!(ok.is_ok(), "{fine:?}: {ok:?}");
+        }
+        let from_env = load_from_str(&profile(""), &|k| {
+            (k == "FEISHU_BRIDGE_P_APP_SECRET").then(|| "s".to_string())
+        });
+        assert!(from_env.is_ok(), "{from_env:?}");
+    }
+
+    #[test]
     fn the_feed_is_off_by_default_and_its_overrides_go_workspace_profile_hub() {
-        let base = "[[profiles]]\nname = \"p\"\napp_id = \"a\"\nverification_token = \"t\"\n";
+        let base = "[[profiles]]\nname = \"p\"\napp_id = \"a\"\nverification_token = \"t\"\ndry_run = true\n";
         let c = load_from_str(base, &|_| None).expect("valid");
         assert!(!c.feed_enabled(&c.profiles[0], "oc_1"));
         assert_eq!(c.feed.batch_messages, 25);

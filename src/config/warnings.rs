@@ -44,7 +44,7 @@ mod tests {
     use super::super::load_from_str;
 
     const PROFILE: &str =
-        "[[profiles]]\nname = \"p\"\napp_id = \"a\"\nverification_token = \"t\"\n";
+        "[[profiles]]\nname = \"p\"\napp_id = \"a\"\nverification_token = \"t\"\ndry_run = true\n";
 
     fn warnings(more: &str) -> Vec<String> {
         let text = format!("{PROFILE}{PROFILE}{more}").replacen("\"p\"", "\"q\"", 1);

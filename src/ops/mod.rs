@@ -57,7 +57,7 @@ pub fn describe(config: &Config) -> String {
     }
     if config.profiles.is_empty() {
         out.push_str(&format!(
-            "no profiles in {source}: add a [[profiles]] table to receive Feishu events\n"
+            "no profiles in {source}: add a [[profiles]] table (name, app_id, app_secret, verification_token) to receive Feishu events\n"
         ));
     }
     for w in config.warnings() {

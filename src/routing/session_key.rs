@@ -95,7 +95,7 @@ mod tests {
 
     fn profile(thread_isolation: bool, group_scope: GroupScope) -> Profile {
         let mut p = crate::config::load_from_str(
-            "[[profiles]]\nname = \"p\"\napp_id = \"a\"\nverification_token = \"t\"\n",
+            "[[profiles]]\nname = \"p\"\napp_id = \"a\"\nverification_token = \"t\"\ndry_run = true\n",
             &|_| None,
         )
         .expect("config")

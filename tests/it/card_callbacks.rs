@@ -257,7 +257,7 @@ async fn card_vector_on_the_legacy_url(db: TestDb) {
     let text = format!(
         "[server]\ntimestamp_tolerance_secs = 0\n[database]\nurl = \"{}\"\n\
          [[profiles]]\nname = \"main\"\napp_id = \"cli_a1b2c3d4e5f60718\"\n\
-         encrypt_key = \"{}\"\nverification_token = \"{}\"\n",
+         encrypt_key = \"{}\"\nverification_token = \"{}\"\ndry_run = true\n",
         db.url,
         v["encrypt_key"].as_str().unwrap_or_default(),
         v["verification_token"].as_str().unwrap_or_default(),
@@ -308,7 +308,7 @@ async fn learned_identity(db: TestDb) {
         "\n[[profiles]]\nname = \"learner\"\napp_id = \"cli_test_learner\"\n\
          verification_token = \"learner-token\"\n{}\n\
          [[profiles]]\nname = \"stranger\"\napp_id = \"cli_test_stranger\"\n\
-         verification_token = \"stranger-token\"\n",
+         verification_token = \"stranger-token\"\ndry_run = true\n",
         fake.profile_keys()
     );
     // The bridge asks the bot info API before `start` returns, when the API answers.

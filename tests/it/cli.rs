@@ -36,6 +36,7 @@ fn check_config_takes_secrets_from_the_environment_and_never_prints_them() {
             "vt-from-env-123",
         )
         .env("FEISHU_BRIDGE_PLANNER_ENCRYPT_KEY", "ek-from-env-456")
+        .env("FEISHU_BRIDGE_PLANNER_APP_SECRET", "as-from-env-012")
         .env("DATABASE_URL", "postgres://bridge:pw-789@db.example/hub")
         .output()
         .expect("runs");
@@ -50,7 +51,12 @@ fn check_config_takes_secrets_from_the_environment_and_never_prints_them() {
             && stdout.contains("postgres://bridge:***@db.example/hub"),
         "{stdout}"
     );
-    for secret in ["vt-from-env-123", "ek-from-env-456", "pw-789"] {
+    for secret in [
+        "vt-from-env-123",
+        "ek-from-env-456",
+        "as-from-env-012",
+        "pw-789",
+    ] {
         assert!(!stdout.contains(secret), "{secret} printed");
     }
 }
@@ -107,7 +113,7 @@ async fn serve_stops_cleanly_on_sigterm_and_logs_no_secret_or_message_text() {
         &format!(
             "[server]\nlisten = \"127.0.0.1:0\"\n[database]\nurl = \"{}\"\n\
              [[profiles]]\nname = \"planner\"\napp_id = \"{}\"\nencrypt_key = \"{}\"\n\
-             [[profiles]]\nname = \"plain\"\napp_id = \"cli_plain\"\nverification_token = \"plain-vt-never-logged\"\n",
+             [[profiles]]\nname = \"plain\"\napp_id = \"cli_plain\"\nverification_token = \"plain-vt-never-logged\"\ndry_run = true\n",
             db.url,
             feishu::APP_ID,
             feishu::ENCRYPT_KEY

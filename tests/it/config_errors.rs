@@ -10,8 +10,8 @@ use crate::support::{
     cli::{Served, bridge, write_config},
 };
 
-const PROFILE: &str =
-    "[[profiles]]\nname = \"planner\"\napp_id = \"cli_x\"\nverification_token = \"t\"\n";
+const PROFILE: &str = "[[profiles]]\nname = \"planner\"\napp_id = \"cli_x\"\nverification_token = \"t\"\n\
+     dry_run = true\n";
 
 /// `check-config` on the file at `path`.
 fn check_config(path: &str) -> Output {
@@ -25,6 +25,39 @@ fn text(bytes: &[u8]) -> String {
 }
 
 #[test]
+fn a_profile_that_could_post_no_reply_is_refused_unless_it_is_a_dry_run() {
+    let dir = tempfile::tempdir().expect("dir");
+    let bare = "[[profiles]]\nname = \"planner\"\napp_id = \"cli_x\"\nverification_token = \"t\"\n";
+    let path = write_config(&dir, bare);
+    let out = check_config(&path);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("profiles[0].app_secret: required to post replies")
+            && stderr.contains("FEISHU_BRIDGE_PLANNER_APP_SECRET")
+            && stderr.contains("dry_run = true"),
+        "{stderr}"
+    );
+    let served = bridge(&["--config", &path, "serve"])
+        .output()
+        .expect("runs");
+    assert_eq!(served.status.code(), Some(2), "serve refuses it too");
+    assert!(text(&served.stderr).contains("profiles[0].app_secret"));
+    let with_secret = bridge(&["--config", &path, "check-config"])
+        .env("FEISHU_BRIDGE_PLANNER_APP_SECRET", "s")
+        .output()
+        .expect("runs");
+    assert!(
+        with_secret.status.success(),
+        "{}",
+        text(&with_secret.stderr)
+    );
+    let path = write_config(&dir, &format!("{bare}dry_run = true\n"));
+    let out = check_config(&path);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
 fn a_syntax_error_shows_the_file_line_column_and_the_line() {
     let dir = tempfile::tempdir().expect("dir");
     let path = write_config(
@@ -35,12 +68,12 @@ fn a_syntax_error_shows_the_file_line_column_and_the_line() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.starts_with(&format!("configuration error: {path}:6:25: ")),
+        stderr.starts_with(&format!("configuration error: {path}:7:25: ")),
         "{stderr}"
     );
     assert!(stderr.contains("string"), "names what is wrong: {stderr}");
     assert!(
-        stderr.contains("6 | listen = \"127.0.0.1:8080\n"),
+        stderr.contains("7 | listen = \"127.0.0.1:8080\n"),
         "shows the line: {stderr}"
     );
     let caret = format!("  | {}^", " ".repeat(24));
@@ -59,11 +92,11 @@ fn an_unknown_key_or_a_wrong_type_shows_where_and_which_key() {
     let stderr = text(&out.stderr);
     assert!(
         stderr.starts_with(&format!(
-            "configuration error: {path}:8:1: profiles[0].encrypt_kye: unknown field `encrypt_kye`"
+            "configuration error: {path}:9:1: profiles[0].encrypt_kye: unknown field `encrypt_kye`"
         )),
         "{stderr}"
     );
-    assert!(stderr.contains("8 | encrypt_kye = \"x\""), "{stderr}");
+    assert!(stderr.contains("9 | encrypt_kye = \"x\""), "{stderr}");
 
     let path = write_config(&dir, "[worker]\nlanes = \"four\"\n");
     let stderr = text(&check_config(&path).stderr);
@@ -159,6 +192,7 @@ fn the_deploy_example_passes_check_config_without_warnings() {
     let out = bridge(&["--config", example, "check-config"])
         .env("FEISHU_BRIDGE_ADMIN_TOKEN", "t")
         .env("FEISHU_BRIDGE_PLANNER_VERIFICATION_TOKEN", "vt")
+        .env("FEISHU_BRIDGE_PLANNER_APP_SECRET", "s")
         .output()
         .expect("runs");
     let stdout = text(&out.stdout);

@@ -11,6 +11,7 @@ const PLAIN_PROFILE: &str = r#"
 name = "plain"
 app_id = "cli_plain"
 verification_token = "plain-token"
+dry_run = true
 "#;
 
 async fn rejections_store_nothing(db: TestDb) {

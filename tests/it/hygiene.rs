@@ -17,7 +17,8 @@ const PLAIN_TOKEN: &str = "plain-vt-only-credential";
 
 fn plain_profile() -> String {
     format!(
-        "[[profiles]]\nname = \"plain\"\napp_id = \"cli_plain\"\nverification_token = \"{PLAIN_TOKEN}\"\nbot_open_id = \"ou_bot_plain\"\n"
+        "[[profiles]]\nname = \"plain\"\napp_id = \"cli_plain\"\nverification_token = \"{PLAIN_TOKEN}\"\nbot_open_id = \"ou_bot_plain\"\n\
+         dry_run = true\n"
     )
 }
 
@@ -153,7 +154,8 @@ async fn mistyped_through_the_binary(db: TestDb) {
         &dir,
         &format!(
             "[server]\nlisten = \"127.0.0.1:0\"\n[database]\nurl = \"{}\"\n\
-             [[profiles]]\nname = \"planner\"\napp_id = \"{}\"\nencrypt_key = \"{}\"\nbot_open_id = \"{}\"\n",
+             [[profiles]]\nname = \"planner\"\napp_id = \"{}\"\nencrypt_key = \"{}\"\nbot_open_id = \"{}\"\n\
+             dry_run = true\n",
             db.url,
             feishu::APP_ID,
             feishu::ENCRYPT_KEY,

@@ -26,25 +26,30 @@ name = "main"
 app_id = "cli_a1b2c3d4e5f60718"
 encrypt_key = "kx9Vq2LmT7pR4sW1"
 verification_token = "rvaYgkND1GOiu5MM0E1rncYC6PLtF7JV"
+dry_run = true
 [[profiles]]
 name = "unicode-key"
 app_id = "cli_a1b2c3d4e5f60718"
 encrypt_key = "另一个 key with spaces/ünïcode"
 verification_token = "rvaYgkND1GOiu5MM0E1rncYC6PLtF7JV"
+dry_run = true
 [[profiles]]
 name = "doc-key"
 app_id = "cli_doc"
 encrypt_key = "test key"
 verification_token = "unused-token"
+dry_run = true
 [[profiles]]
 name = "java-key"
 app_id = "cli_xxxxxxxx"
 encrypt_key = "1212121212"
 verification_token = "v"
+dry_run = true
 [[profiles]]
 name = "plain"
 app_id = "cli_a1b2c3d4e5f60718"
 verification_token = "rvaYgkND1GOiu5MM0E1rncYC6PLtF7JV"
+dry_run = true
 "#,
         db.url
     )

@@ -17,17 +17,24 @@ pub const ADMIN: &str = "test-admin-token";
 pub const NO_OPEN_API: &str = "http://127.0.0.1:9";
 
 /// Config text for a test: one keyed profile `planner` plus `extra` TOML appended. The
-/// profile's `api_base` is [`NO_OPEN_API`] unless `extra` sets it (before any table).
+/// profile's `api_base` is [`NO_OPEN_API`] unless `extra` sets it (before any table),
+/// and it is a `dry_run` unless `extra` gives it an `app_secret` (or says `dry_run`).
 pub fn config_toml(db: &TestDb, extra: &str) -> String {
-    let own_table = extra
-        .lines()
-        .take_while(|l| !l.trim_start().starts_with('['))
-        .any(|l| l.trim_start().starts_with("api_base"));
-    let api_base = if own_table {
+    let sets = |key: &str| {
+        extra
+            .lines()
+            .take_while(|l| !l.trim_start().starts_with('['))
+            .any(|l| l.trim_start().starts_with(key))
+    };
+    let mut api_base = if sets("api_base") {
         String::new()
     } else {
         format!("api_base = \"{NO_OPEN_API}\"\n")
     };
+    // Without an app secret a profile must say that it only records its replies.
+    if !sets("app_secret") && !sets("dry_run") {
+        api_base.push_str("dry_run = true\n");
+    }
     format!(
         r#"
 [server]

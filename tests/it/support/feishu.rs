@@ -31,7 +31,8 @@ pub struct Signer {
     pub token: String,
 }
 
-/// A second bot, `coder`, as a `[[profiles]]` table to append to a test config.
+/// A second bot, `coder`, as a `[[profiles]]` table to append to a test config (its
+/// replies are recorded, not sent).
 pub const CODER_PROFILE: &str = r#"
 [[profiles]]
 name = "coder"
@@ -39,6 +40,7 @@ app_id = "cli_test_coder"
 encrypt_key = "coder-key"
 verification_token = "coder-token"
 bot_open_id = "ou_bot_coder"
+dry_run = true
 "#;
 
 impl Signer {
