@@ -1,14 +1,19 @@
 //! One app's budget of Open API calls. Feishu limits an app to 50 calls per second and
 //! 1,000 per minute per API; the bridge keeps every call of the app (all APIs together)
-//! under 40 per second and 900 per minute, so that many answers streaming at once never
-//! trip the limit. Intermediate updates of a streaming card (whose text the next update
+//! under 30 per second and 900 per minute, so that many answers streaming at once never
+//! trip the limit. Feishu counts a call when it arrives, and calls admitted here at an
+//! even pace can arrive bunched (a busy host, a slow network): the second's budget
+//! leaves room for twenty of them to arrive early or late. Intermediate updates of a streaming card (whose text the next update
 //! repeats) are made only while a spare part of each window is left, so they can never
 //! crowd out a final answer, a reply or a read.
 //!
 //! Replicas on one Postgres database keep those limits together: every call is first
 //! recorded in the database ([`ApiCalls`]), which admits it only while the app's calls
 //! of every replica leave room. When the database cannot record it, a replica falls back
-//! to its own share: the limits divided by the live replicas, as their heartbeats show.
+//! to its own share, divided by the live replicas as their heartbeats show: of the
+//! minute's budget, and of what the second's budget leaves of Feishu's limit — the
+//! other replicas may still be filling the budget through the database, unaware of the
+//! calls this one cannot record.
 
 use std::{
     collections::VecDeque,
@@ -20,7 +25,7 @@ use tokio::{sync::watch, time::Instant};
 
 use crate::{
     store::{ApiCalls, CallLimits, CallRoom},
-    util::UnixMs,
+    util::{SystemClock, UnixMs},
 };
 
 /// How much a call is worth waiting for.
@@ -34,12 +39,14 @@ pub enum Urgency {
     Required,
 }
 
+/// Feishu's limit of calls in any one second.
+const FEISHU_PER_SECOND: usize = 50;
 /// Calls in any one second.
-const PER_SECOND: usize = 40;
+const PER_SECOND: usize = 30;
 /// Calls in any one minute.
 const PER_MINUTE: usize = 900;
 /// What intermediate calls leave to the others, per second and per minute.
-const SPARE: (usize, usize) = (12, 180);
+const SPARE: (usize, usize) = (9, 180);
 
 const SECOND: Duration = Duration::from_secs(1);
 const MINUTE: Duration = Duration::from_secs(60);
@@ -123,11 +130,14 @@ impl Ledger {
                 return None;
             }
         }
-        let now = UnixMs::now();
-        match self.calls.record_call(&self.app_id, now, limits).await {
+        match self
+            .calls
+            .record_call(&self.app_id, &SystemClock, limits)
+            .await
+        {
             Ok(CallRoom::Taken) => Some(Ok(())),
             Ok(CallRoom::FullUntil(at)) => {
-                let wait = u64::try_from(at.0.saturating_sub(now.0)).unwrap_or(0);
+                let wait = u64::try_from(at.0.saturating_sub(UnixMs::now().0)).unwrap_or(0);
                 Some(Err(Instant::now() + Duration::from_millis(wait.max(1))))
             }
             Err(e) => {
@@ -184,6 +194,9 @@ impl Budget {
                         Ok(())
                     }
                     Some(Err(at)) => Err(at),
+                    None if self.ledger.is_some() => {
+                        admit(&mut made, now, fallback(urgency, self.share.replicas()))
+                    }
                     None => admit(&mut made, now, limits(urgency, self.share.replicas())),
                 }
             };
@@ -212,6 +225,21 @@ fn limits(urgency: Urgency, replicas: usize) -> (usize, usize) {
     }
 }
 
+/// (per second, per minute) for calls of `urgency` of one of `replicas` replicas while
+/// the database cannot record them: per second, a share of what the budget leaves of
+/// Feishu's limit (the others may be spending the budget meanwhile); per minute, a
+/// share of the budget. No intermediate call is made then.
+fn fallback(urgency: Urgency, replicas: usize) -> (usize, usize) {
+    let replicas = replicas.max(1);
+    match urgency {
+        Urgency::Required => (
+            ((FEISHU_PER_SECOND - PER_SECOND) / replicas).max(1),
+            (PER_MINUTE / replicas).max(1),
+        ),
+        Urgency::Intermediate => (0, 0),
+    }
+}
+
 /// Forgets the calls that have left the minute before `now`.
 fn forget_old(made: &mut VecDeque<Instant>, now: Instant) {
     while made
@@ -230,6 +258,10 @@ fn admit(
     (per_second, per_minute): (usize, usize),
 ) -> Result<(), Instant> {
     forget_old(made, now);
+    if per_second == 0 || per_minute == 0 {
+        // No room at all (an intermediate call's share, split too thin).
+        return Err(now + SECOND);
+    }
     let last_second = made
         .iter()
         .rev()
@@ -337,5 +369,29 @@ mod tests {
             Ok(()),
             "alone again, it has the whole of it"
         );
+    }
+
+    #[test]
+    fn a_replica_that_cannot_record_keeps_within_what_the_others_leave() {
+        for replicas in 1..=8 {
+            let (second, minute) = fallback(Urgency::Required, replicas);
+            // The others may fill the whole budget through the database meanwhile.
+            assert!(
+                PER_SECOND + second * replicas <= FEISHU_PER_SECOND,
+                "{replicas}: {second}/s"
+            );
+            assert!(second >= 1 && minute * replicas <= PER_MINUTE);
+            assert_eq!(fallback(Urgency::Intermediate, replicas), (0, 0));
+        }
+        let mut made = VecDeque::new();
+        let t0 = Instant::now();
+        let share = fallback(Urgency::Required, 2);
+        for _ in 0..share.0 {
+            assert_eq!(admit(&mut made, t0, share), Ok(()));
+        }
+        assert_eq!(admit(&mut made, t0, share), Err(t0 + SECOND));
+        let none = fallback(Urgency::Intermediate, 2);
+        assert_eq!(admit(&mut VecDeque::new(), t0, none), Err(t0 + SECOND));
+        assert_eq!(admit(&mut made, t0, none), Err(t0 + SECOND));
     }
 }

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 
 use super::StoreError;
-use crate::util::UnixMs;
+use crate::util::{Clock, UnixMs};
 
 /// Calls an app may make in a second and in a minute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,12 +28,15 @@ pub enum CallRoom {
 /// The app's calls by every replica on the database.
 #[async_trait]
 pub trait ApiCalls: Send + Sync + 'static {
-    /// Records a call of `app_id` at `now` if the app made fewer than `limits` calls in
-    /// the second and in the minute before `now`.
+    /// Records a call of `app_id` now if the app made fewer than `limits` calls in the
+    /// second and in the minute before. "Now" is read from `clock` once this recording's
+    /// turn has come (the replicas record one at a time): a call is never stamped with
+    /// a moment it spent waiting for the others, so another replica never counts it as
+    /// older than it is.
     async fn record_call(
         &self,
         app_id: &str,
-        now: UnixMs,
+        clock: &dyn Clock,
         limits: CallLimits,
     ) -> Result<CallRoom, StoreError>;
 }

@@ -19,17 +19,11 @@ async fn fake_refuses_updates_of_a_card_while_a_press_on_it_is_in_flight() {
     let card = api.entity(&streaming_card("")).await;
     let content = json!({"type": "card", "data": {"card_id": card}});
     let got = api.send("interactive", &content, "u-entity").await;
-    let shown_in = got.json["data"]["message_id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let shown_in = got.message_id();
     let got = api
         .send("interactive", &message_card("posted"), "u-plain")
         .await;
-    let plain = got.json["data"]["message_id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let plain = got.message_id();
     let patch = |text: &str| json!({"content": message_card(text).to_string()});
     let plain_path = format!("/open-apis/im/v1/messages/{plain}");
 

@@ -33,6 +33,14 @@ impl Got {
     pub(crate) fn code(&self) -> i64 {
         self.json["code"].as_i64().unwrap_or(-1)
     }
+
+    /// The id of the message a send created.
+    pub(crate) fn message_id(&self) -> String {
+        self.json["data"]["message_id"]
+            .as_str()
+            .expect("a message id")
+            .to_string()
+    }
 }
 
 impl Api {
@@ -386,10 +394,7 @@ async fn fake_sends_a_card_entity_once_and_shows_it() {
     let content = json!({"type": "card", "data": {"card_id": card}});
     let got = api.send("interactive", &content, "u-card").await;
     assert_eq!(got.code(), 0, "{}", got.json);
-    let id = got.json["data"]["message_id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let id = got.message_id();
     assert_eq!(api.fake.state.entity_of(&id), Some(card.clone()));
     assert_eq!(
         api.send("interactive", &content, "u-again").await.code(),
@@ -403,10 +408,7 @@ async fn fake_sends_a_card_entity_once_and_shows_it() {
     let got = api
         .send("interactive", &message_card("posted"), "u-plain")
         .await;
-    let plain = got.json["data"]["message_id"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let plain = got.message_id();
     let shown = api.fake.state.shown_card(&plain).expect("a card");
     assert_eq!(shown["body"]["elements"][0]["content"], "posted");
     let path = format!("/open-apis/im/v1/messages/{plain}");

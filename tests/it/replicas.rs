@@ -65,22 +65,13 @@ async fn any(rx: &mut [broadcast::Receiver<feishu_bridge::turns::TurnDone>], wha
     }
 }
 
-/// The texts the fake Open API posted in reply to `message_id`.
-fn replies_to(fake: &FakeFeishu, message_id: &str) -> Vec<String> {
-    let sent = fake.state.sent.lock().expect("lock");
-    sent.iter()
-        .filter(|(to, _)| to == message_id)
-        .map(|(_, body)| body["content"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 /// Waits for the turn of `message_id` to end on one of `apps`: it succeeded and got
 /// exactly one reply.
 async fn answered_once(apps: &[&TestApp], fake: &FakeFeishu, message_id: &str) -> TurnRow {
     let row = ended(apps, message_id).await;
     assert_eq!(row.state, "succeeded", "{message_id}: {:?}", row.error);
     assert_eq!(
-        replies_to(fake, message_id).len(),
+        fake.state.replies_to(message_id).len(),
         1,
         "{message_id} answered once"
     );
@@ -97,7 +88,7 @@ fn one_session_two_requests() -> (Msg, Msg) {
 
 /// `om_2` got exactly one reply: the agent's answer to "second".
 fn second_answered_once(fake: &FakeFeishu) {
-    let answered = replies_to(fake, "om_2");
+    let answered = fake.state.replies_to("om_2");
     assert_eq!(answered.len(), 1, "{answered:?}");
     assert!(answered[0].contains("answer: second"), "{answered:?}");
 }
@@ -188,7 +179,7 @@ async fn a_sessions_turns_wait_across_replicas_and_stop_reaches_the_other_replic
     assert_eq!(b.processed("ev-om_stop").await.outcome, "done");
     let one = ended(&[&a, &b], "om_1").await;
     assert_eq!(one.state, "cancelled", "{:?}", one.error);
-    let told = replies_to(&fake, "om_stop");
+    let told = fake.state.replies_to("om_stop");
     assert!(told.iter().any(|t| t.contains("Stopping")), "{told:?}");
 
     // Only then does b's turn start.
@@ -202,7 +193,7 @@ async fn a_sessions_turns_wait_across_replicas_and_stop_reaches_the_other_replic
         "the second started after the first ended: {started:?} vs {finished:?}"
     );
     assert_eq!(
-        replies_to(&fake, "om_1").len(),
+        fake.state.replies_to("om_1").len(),
         1,
         "one notice for the stop"
     );
@@ -243,7 +234,7 @@ async fn a_dead_replicas_turns_are_taken_over_running_failed_queued_run() {
     assert_eq!(two.state, "succeeded", "{:?}", two.error);
     assert_eq!(two.lease_owner.as_deref(), Some("replica-b"));
     assert_eq!(agent.next().await["request_text"], "second");
-    let told = replies_to(&fake, "om_1");
+    let told = fake.state.replies_to("om_1");
     assert_eq!(
         told.len(),
         1,
@@ -276,8 +267,8 @@ async fn replicas_keep_the_apps_open_api_limits_together() {
         assert_eq!(status["turns"]["open_api_share"], 2, "{status}");
     }
     // More answers at once than one second of Feishu's limit (50 calls per app), half
-    // on each replica: each on its own would make 40 a second, together they record
-    // every call in the database first and make at most 40 a second between them.
+    // on each replica: each on its own would make 30 a second, together they record
+    // every call in the database first and make at most 30 a second between them.
     let signer = Signer::default();
     let ids: Vec<String> = (0..140).map(|i| format!("om_q{i}")).collect();
     for (i, id) in ids.iter().enumerate() {
@@ -319,7 +310,7 @@ async fn calls_are_recorded_in_the_database_and_still_made_when_it_cannot_record
     db.exec(&["DROP TABLE api_calls"]).await;
     let ask = Msg::group("om_q2", "second").at_bot().in_thread("om_root2");
     assert_eq!(a.ask(&ask).await, "answered");
-    assert_eq!(replies_to(&fake, "om_q2").len(), 1);
+    assert_eq!(fake.state.replies_to("om_q2").len(), 1);
     a.stop().await.expect("clean stop");
 }
 

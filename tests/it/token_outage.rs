@@ -18,15 +18,6 @@ use crate::{
     },
 };
 
-/// The messages the fake created in reply to `message_id`, by text.
-fn replies_to(fake: &FakeFeishu, message_id: &str) -> Vec<String> {
-    let sent = fake.state.sent.lock().expect("lock");
-    sent.iter()
-        .filter(|(to, _)| to == message_id)
-        .map(|(_, body)| body["content"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 async fn token_outage(db: TestDb) {
     let fake = FakeFeishu::planner().await;
     let clock = Arc::new(ManualClock::at(UnixMs::now()));
@@ -74,7 +65,7 @@ async fn token_outage(db: TestDb) {
     );
 
     for id in ["om_1", "om_2", "om_3", "om_4", "om_5", "om_6"] {
-        let replies = replies_to(&fake, id);
+        let replies = fake.state.replies_to(id);
         assert_eq!(replies.len(), 1, "{id}: {replies:?}");
         assert!(
             replies[0].contains("planner received a request"),

@@ -44,7 +44,7 @@ macro_rules! impl_api_calls {
             async fn record_call(
                 &self,
                 app_id: &str,
-                now: $crate::util::UnixMs,
+                clock: &dyn $crate::util::Clock,
                 limits: $crate::store::CallLimits,
             ) -> Result<$crate::store::CallRoom, $crate::store::StoreError> {
                 use $crate::store::sql::{
@@ -55,6 +55,8 @@ macro_rules! impl_api_calls {
                     for statement in $serialize {
                         within!(tx, query, execute, *statement);
                     }
+                    // Read once the other replicas' recordings are done (see the trait).
+                    let now = clock.now();
                     within!(tx, query, execute, PRUNE, app_id, now.0 - 60_000);
                     let windows: (i64, Option<i64>, i64, Option<i64>) =
                         within!(tx, query_as, fetch_one, WINDOWS, app_id, now.0 - 1_000);

@@ -298,6 +298,10 @@ macro_rules! routes_within {
                 }
             }
         }
+        // In key order: two batches (of two replicas) that both name a person lock the
+        // same rows in the same order, so they wait for each other instead of deadlocking
+        // (which costs a second of Postgres's deadlock_timeout and the batch a retry).
+        names.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
         for chunk in names.chunks(rows) {
             let q = writes::upsert_names(chunk.len(), numbered);
             let mut query = sqlx::query(&q).persistent(false);

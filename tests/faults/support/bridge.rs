@@ -55,6 +55,11 @@ admin_token = "faults-admin-token"
 timestamp_tolerance_secs = 300
 ack_deadline_ms = {ack}
 shutdown_grace_secs = 10
+# Above what the load's client can hold open (400 in flight, as many idle) on one
+# replica once the other is killed: at the cap a waiting keep-alive connection is
+# closed, and a request the client sends on it at that moment goes unanswered (Feishu
+# would retry it). That race is the cap's own (tests/it/connections.rs), not these faults'.
+max_connections = 2048
 
 [database]
 url = "{db}"

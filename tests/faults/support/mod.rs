@@ -12,6 +12,7 @@ pub mod fake_agent;
 pub mod fake_openapi;
 pub mod load;
 pub mod pg;
+pub mod pg_bin;
 pub mod report;
 
 use std::{path::PathBuf, time::Duration};

@@ -31,24 +31,7 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 /// The newest `/usr/lib/postgresql/<version>/bin` holding `initdb`, or `$PG_BIN`.
 fn pg_bin() -> PathBuf {
-    if let Some(dir) = std::env::var_os("PG_BIN") {
-        return PathBuf::from(dir);
-    }
-    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let version = e.file_name().to_string_lossy().parse::<u32>().ok()?;
-            let bin = e.path().join("bin");
-            bin.join("initdb").exists().then_some((version, bin))
-        })
-        .collect();
-    found.sort();
-    found
-        .pop()
-        .map(|(_, bin)| bin)
-        .expect("no initdb under /usr/lib/postgresql/*/bin (set PG_BIN)")
+    super::pg_bin::pg_bin().expect("no initdb under /usr/lib/postgresql/*/bin (set PG_BIN)")
 }
 
 impl PrivatePg {

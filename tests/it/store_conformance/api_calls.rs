@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use feishu_bridge::{
     store::{CallLimits, CallRoom, Store},
-    util::UnixMs,
+    util::{ManualClock, UnixMs},
 };
 
 use super::{open, open_unmigrated};
@@ -22,7 +22,7 @@ fn limits(per_second: u32, per_minute: u32) -> CallLimits {
 }
 
 async fn record(s: &dyn Store, app: &str, at: i64, limits: CallLimits) -> CallRoom {
-    s.record_call(app, UnixMs(at), limits)
+    s.record_call(app, &ManualClock::at(UnixMs(at)), limits)
         .await
         .expect("record")
 }
@@ -77,7 +77,8 @@ async fn racing(db: TestDb) {
     for i in 0..60 {
         let s = replicas[i % 2].clone();
         tasks.push(tokio::spawn(async move {
-            s.record_call(APP, UnixMs(50_000), second).await
+            s.record_call(APP, &ManualClock::at(UnixMs(50_000)), second)
+                .await
         }));
     }
     let mut taken = 0;

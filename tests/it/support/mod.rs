@@ -16,6 +16,8 @@ pub mod fake_summarizer;
 pub mod feishu;
 pub mod full_disk;
 pub mod gated_agent;
+#[path = "../../faults/support/pg_bin.rs"]
+mod pg_bin;
 pub mod pg_cluster;
 pub mod proxy;
 pub mod raw;

@@ -182,21 +182,7 @@ impl Drop for PgCluster {
 
 /// `$PG_BIN`, else the newest `/usr/lib/postgresql/<version>/bin` holding `initdb`.
 fn pg_bin() -> PathBuf {
-    if let Some(dir) = std::env::var_os("PG_BIN") {
-        return PathBuf::from(dir);
-    }
-    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let version = e.file_name().to_string_lossy().parse::<u32>().ok()?;
-            let bin = e.path().join("bin");
-            bin.join("initdb").exists().then_some((version, bin))
-        })
-        .collect();
-    found.sort();
-    found.pop().map(|(_, bin)| bin).expect(
+    super::pg_bin::pg_bin().expect(
         "no initdb under /usr/lib/postgresql/*/bin (install Postgres, or set PG_BIN): \
          FEISHU_BRIDGE_TEST_REQUIRE_PG=1 requires the private-cluster tests to run",
     )

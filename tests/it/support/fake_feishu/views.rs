@@ -9,6 +9,15 @@ use serde_json::Value;
 use super::{FakeState, entities::find_element};
 
 impl FakeState {
+    /// The texts (content JSON) of the messages created in reply to `message_id`.
+    pub fn replies_to(&self, message_id: &str) -> Vec<String> {
+        let sent = self.sent.lock().expect("lock");
+        sent.iter()
+            .filter(|(to, _)| to == message_id)
+            .map(|(_, body)| body["content"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
     /// Invalidates every token issued (Feishu answers 99991663 to them from now on).
     pub fn revoke_token(&self) {
         self.tokens.revoke();
