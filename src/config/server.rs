@@ -44,13 +44,12 @@ pub struct ServerConfig {
     pub ack_deadline_ms: u64,
     /// How long a graceful shutdown may take before in-flight work is abandoned.
     pub shutdown_grace_secs: u64,
-    /// How long a client may take to send a request head, from its first byte (or, on a
-    /// new connection, from the accept).
+    /// How long a client may take to send a request head, from its first byte.
     pub header_timeout_secs: u64,
     /// How long a client may take to send a request body, from the end of its head.
     pub body_timeout_secs: u64,
-    /// How long a kept-alive connection may wait for its next request; keep it above
-    /// the idle timeout of the reverse proxy's upstream connections.
+    /// How long a connection may wait for its next request (or a new one for its first);
+    /// keep it above the idle timeout of the reverse proxy's upstream connections.
     pub idle_timeout_secs: u64,
     /// Most connections served at once; at the cap the waiting connection nearest to its
     /// deadline makes room for a new one. Keep it well below the file-descriptor limit.

@@ -1,8 +1,10 @@
 //! Where one connection stands between its requests, and how long it may stay there.
 //!
 //! A connection is always in one [`Phase`]. Three of them wait on the client and have a
-//! deadline: the head of a request (from the accept, or from the first byte after an
-//! idle spell), its body, and the idle time between requests. While the router handles
+//! deadline: the head of a request (from its first byte), its body, and the idle time
+//! before a request. A connection just accepted counts as idle until its first byte:
+//! HTTP clients dial connections that they then park unused in their pools, and closing
+//! one at the head bound would race the request the client sends on it later. While the router handles
 //! a request there is no deadline here: the router's own timeout bounds that.
 
 use std::time::Duration;
@@ -77,9 +79,9 @@ impl Phase {
 pub struct Tracker(watch::Sender<Phase>);
 
 impl Tracker {
-    /// A connection just accepted: waiting for its first request head.
+    /// A connection just accepted: idle until the first byte of its first request.
     pub fn accepted() -> (Self, watch::Receiver<Phase>) {
-        let (tx, rx) = watch::channel(Phase::Head(Instant::now()));
+        let (tx, rx) = watch::channel(Phase::Idle(Instant::now()));
         (Self(tx), rx)
     }
 
@@ -169,12 +171,16 @@ mod tests {
     #[test]
     fn a_request_moves_through_head_body_handling_and_idle() {
         let (tracker, rx) = Tracker::accepted();
-        assert!(matches!(*rx.borrow(), Phase::Head(_)));
-        tracker.bytes_arrived();
         assert!(
-            matches!(*rx.borrow(), Phase::Head(_)),
-            "still the same head"
+            matches!(*rx.borrow(), Phase::Idle(_)),
+            "nothing sent yet: idle"
         );
+        tracker.bytes_arrived();
+        let Phase::Head(first) = *rx.borrow() else {
+            panic!("the first byte starts a head")
+        };
+        tracker.bytes_arrived();
+        assert_eq!(*rx.borrow(), Phase::Head(first), "still the same head");
         tracker.request_started(true);
         assert!(matches!(*rx.borrow(), Phase::Body(_)));
         tracker.request_body_done();

@@ -120,7 +120,8 @@ mod tests {
         idle.request_started(false);
         idle.response_done();
         let idle = registry.register(rx);
-        let (_head, rx) = Tracker::accepted();
+        let (head, rx) = Tracker::accepted();
+        head.bytes_arrived();
         let head = registry.register(rx);
 
         assert!(registry.evict_one(&limits).is_some());

@@ -99,16 +99,16 @@ async fn at_the_cap_the_waiting_connection_nearest_its_deadline_makes_room() {
     // Bounds far beyond the test's deadline: only the cap closes anything here.
     let db = TestDb::sqlite();
     let app = TestApp::spawn(limited(&db, 300, 300, 600, 4)).await;
+    // The first slot goes to a head that never ends. It has the nearest deadline (its
+    // 300 s run out before the kept-alive connections' 600 s, and before it was read it
+    // had been waiting the longest), so the fifth client takes its place.
+    let slow = Conn::sending(&app.base, SLOW_HEAD).await;
     let mut kept = Vec::new();
     for _ in 0..3 {
         let mut c = Conn::open(&app.base).await;
         assert_eq!(c.get("/healthz").await.0, 200);
         kept.push(c);
     }
-    // The fourth slot goes to a head that never ends. It has the nearest deadline (its
-    // 300 s run out before the kept-alive connections' 600 s), so the fifth client
-    // takes its place.
-    let slow = Conn::sending(&app.base, SLOW_HEAD).await;
     let (status, metrics) = get_once(&app.base, "/metrics").await;
     assert_eq!(status, 200);
     assert_eq!(
@@ -144,6 +144,28 @@ async fn kept_alive_connections_outlive_the_header_timeout() {
     assert_eq!(closed_for(&metrics, "header_timeout"), 1.0, "{metrics}");
     assert_eq!(closed_for(&metrics, "idle_timeout"), 0.0, "{metrics}");
     assert_eq!(closed_for(&metrics, "evicted"), 0.0, "{metrics}");
+    app.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn a_new_connection_waits_for_its_first_byte_like_a_kept_alive_one() {
+    // An HTTP client dials a connection and parks it unused in its pool: closing it at
+    // the head bound would race the request the client later sends on it.
+    let db = TestDb::sqlite();
+    let app = TestApp::spawn(limited(&db, 1, 600, 600, 64)).await;
+    let mut parked = Conn::open(&app.base).await;
+    // Accepted after the parked one, and its head's first byte later still: once the
+    // bridge has given up on it, the parked connection has waited past the head bound.
+    let slow = Conn::sending(&app.base, SLOW_HEAD).await;
+    assert!(slow.closed_by_server().await.is_empty());
+    assert_eq!(
+        parked.get("/healthz").await.0,
+        200,
+        "the parked connection serves"
+    );
+    let (_, metrics) = get_once(&app.base, "/metrics").await;
+    assert_eq!(closed_for(&metrics, "header_timeout"), 1.0, "{metrics}");
+    assert_eq!(closed_for(&metrics, "idle_timeout"), 0.0, "{metrics}");
     app.stop().await.expect("clean stop");
 }
 

@@ -102,7 +102,16 @@ pub fn answers(
     let lost: Vec<String> = sent
         .iter()
         .filter(|s| s.outcome.status.is_none() && !may_go_unanswered(s))
-        .map(|s| format!("#{} at {:?}", s.event.seq, s.outcome.sent_at))
+        .map(|s| {
+            format!(
+                "#{} to {} at {:?} after {:?} ({})",
+                s.event.seq,
+                s.outcome.target,
+                s.outcome.sent_at,
+                s.outcome.latency,
+                s.outcome.error.as_deref().unwrap_or("?")
+            )
+        })
         .collect();
     report.check(lost.is_empty(), "every delivery answered", || {
         format!("{} without an answer: {}", lost.len(), some(&lost))

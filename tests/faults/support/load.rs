@@ -29,6 +29,8 @@ pub struct Outcome {
     pub sent_at: Duration,
     /// Answered `x-feishu-bridge-outcome: duplicate` (stored before).
     pub duplicate: bool,
+    /// Why there was no answer (the client's error, with its causes).
+    pub error: Option<String>,
 }
 
 /// An event and the answer to its delivery.
@@ -181,7 +183,7 @@ impl Load {
     /// had no 200 for; the answer.
     pub async fn redeliver(&self, event: &Event) -> Outcome {
         let Some((target, url)) = self.pick(0) else {
-            return self.no_answer(0, Instant::now());
+            return self.no_answer(0, Instant::now(), "no live target".into());
         };
         self.deliver(event, target, &url).await
     }
@@ -200,16 +202,17 @@ impl Load {
             .body(d.body)
             .send()
             .await;
-        let Ok(answer) = answer else {
-            return self.no_answer(target, t0);
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(e) => return self.no_answer(target, t0, error_chain(&e)),
         };
         let status = answer.status().as_u16();
         let duplicate = answer
             .headers()
             .get("x-feishu-bridge-outcome")
             .is_some_and(|v| v == "duplicate");
-        if answer.bytes().await.is_err() {
-            return self.no_answer(target, t0);
+        if let Err(e) = answer.bytes().await {
+            return self.no_answer(target, t0, error_chain(&e));
         }
         if status == 503 {
             self.unavailable.fetch_add(1, Ordering::SeqCst);
@@ -220,18 +223,32 @@ impl Load {
             latency: t0.elapsed(),
             sent_at: t0.duration_since(self.started),
             duplicate,
+            error: None,
         }
     }
 
-    fn no_answer(&self, target: usize, t0: Instant) -> Outcome {
+    fn no_answer(&self, target: usize, t0: Instant, error: String) -> Outcome {
         Outcome {
             target,
             status: None,
             latency: t0.elapsed(),
             sent_at: t0.saturating_duration_since(self.started),
             duplicate: false,
+            error: Some(error),
         }
     }
+}
+
+/// A client error with each of its causes, outermost first.
+fn error_chain(e: &reqwest::Error) -> String {
+    let mut words = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        words.push_str(": ");
+        words.push_str(&c.to_string());
+        cause = c.source();
+    }
+    words
 }
 
 fn event_url(base: &str) -> String {
