@@ -1,12 +1,17 @@
 //! The `feishu-bridge` binary: parse the CLI, load the config, dispatch.
 
-use std::{process::ExitCode, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Duration,
+};
 
 use clap::Parser;
 use feishu_bridge::{
     app,
     cli::{Cli, Command},
-    config, http,
+    config::{self, Config},
+    http,
     ops::{self, simulate},
     telemetry,
 };
@@ -18,15 +23,7 @@ async fn main() -> ExitCode {
 
     // Commands that need no configuration.
     match &command {
-        Command::Healthcheck { url, timeout } => {
-            return match ops::healthcheck(url, Duration::from_secs(*timeout)).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("unhealthy: {e:#}");
-                    ExitCode::FAILURE
-                }
-            };
-        }
+        Command::Healthcheck { url, timeout } => return healthcheck(url, *timeout).await,
         Command::Openapi => {
             print!("{}", http::openapi::yaml());
             return ExitCode::SUCCESS;
@@ -34,21 +31,47 @@ async fn main() -> ExitCode {
         _ => {}
     }
 
-    let env = |k: &str| std::env::var(k).ok();
-    let config = match config::load(cli.config.as_deref(), &env) {
+    let config = match load_config(cli.config.as_deref()) {
         Ok(c) => c,
-        Err(errors) => {
-            for e in &errors {
-                eprintln!("configuration error: {e}");
-            }
-            if errors.len() > 1 {
-                eprintln!("{} configuration errors", errors.len());
-            }
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
+    match run(command, config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
-    let result = match command {
+/// `healthcheck`: 0 when `url` answers 2xx within `timeout` seconds, else 1.
+async fn healthcheck(url: &str, timeout: u64) -> ExitCode {
+    match ops::healthcheck(url, Duration::from_secs(timeout)).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("unhealthy: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The configuration, or exit code 2 once every error in it is printed.
+fn load_config(path: Option<&Path>) -> Result<Config, ExitCode> {
+    let env = |k: &str| std::env::var(k).ok();
+    config::load(path, &env).map_err(|errors| {
+        for e in &errors {
+            eprintln!("configuration error: {e}");
+        }
+        if errors.len() > 1 {
+            eprintln!("{} configuration errors", errors.len());
+        }
+        ExitCode::from(2)
+    })
+}
+
+/// Runs a command that needs the configuration.
+async fn run(command: Command, config: Config) -> anyhow::Result<()> {
+    match command {
         Command::CheckConfig => {
             print!("{}", ops::describe(&config));
             Ok(())
@@ -65,7 +88,7 @@ async fn main() -> ExitCode {
             let profile = profile
                 .or_else(|| config.profiles.first().map(|p| p.name.clone()))
                 .unwrap_or_default();
-            let q = feishu_bridge::ops::explanation::Query {
+            let q = ops::explanation::Query {
                 profile: &profile,
                 root_msg_id: &root_msg_id,
                 message_id: message_id.as_deref(),
@@ -91,26 +114,19 @@ async fn main() -> ExitCode {
             dm,
             verbose,
         } => {
-            let url = url.unwrap_or_else(|| simulate::default_url(&config));
-            let result = match (simulate::Target::new(url, &config, verbose), scenario, text) {
-                (Err(e), _, _) => Err(e),
-                (Ok(target), Some(path), _) => simulate::run_scenario(&target, &path).await,
-                (Ok(target), None, Some(text)) => {
-                    let step = simulate::Step {
-                        id: message_id,
-                        chat,
-                        root,
-                        sender,
-                        sender_type: None,
-                        dm,
-                        text,
-                        to: profile.into_iter().collect(),
-                    };
-                    simulate::deliver(&target, &step).await
-                }
-                (Ok(_), None, None) => Err(anyhow::anyhow!("give --text or --scenario")),
-            };
-            result.map(|out| print!("{out}"))
+            let step = text.map(|text| simulate::Step {
+                id: message_id,
+                chat,
+                root,
+                sender,
+                sender_type: None,
+                dm,
+                text,
+                to: profile.into_iter().collect(),
+            });
+            simulated(&config, url, verbose, scenario, step)
+                .await
+                .map(|out| print!("{out}"))
         }
         Command::Serve => {
             for w in config.warnings() {
@@ -120,12 +136,23 @@ async fn main() -> ExitCode {
             app::run(config).await
         }
         Command::Healthcheck { .. } | Command::Openapi => Ok(()),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+    }
+}
+
+/// `simulate`: a scenario file, else the one step given, posted to the bridge at `url`
+/// (default: the config's listen address).
+async fn simulated(
+    config: &Config,
+    url: Option<String>,
+    verbose: bool,
+    scenario: Option<PathBuf>,
+    step: Option<simulate::Step>,
+) -> anyhow::Result<String> {
+    let url = url.unwrap_or_else(|| simulate::default_url(config));
+    let target = simulate::Target::new(url, config, verbose)?;
+    match (scenario, step) {
+        (Some(path), _) => simulate::run_scenario(&target, &path).await,
+        (None, Some(step)) => simulate::deliver(&target, &step).await,
+        (None, None) => Err(anyhow::anyhow!("give --text or --scenario")),
     }
 }

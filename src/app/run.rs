@@ -4,7 +4,7 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 
 use super::bridge::Bridge;
-use crate::config::Config;
+use crate::config::{self, Config};
 
 /// Resolves on SIGTERM or Ctrl-C. The handlers are installed when this is called, not
 /// when the future is first polled: a signal sent right after the call is not lost.
@@ -40,11 +40,7 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send {
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let addr = config.server.listen_addr();
     if config.profiles.is_empty() {
-        tracing::warn!(
-            "no profiles configured in {}: add a [[profiles]] table (name, app_id, app_secret, \
-             verification_token, optional encrypt_key) to the config file, or point --config / FEISHU_BRIDGE_CONFIG at one",
-            config.source_label()
-        );
+        tracing::warn!("{}", no_profiles_hint(&config));
     }
     if config.server.admin_token().is_none() {
         tracing::warn!(%addr, "no admin_token: REST routes are open to anyone who can reach this address");
@@ -67,4 +63,26 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let bound = listener.local_addr().unwrap_or(addr);
     tracing::info!(addr = %bound, backend = bridge.state().store.backend().as_str(), "feishu-bridge listening");
     bridge.serve(listener, stop).await
+}
+
+/// What a run without profiles (the first run, typically) should do next: the config
+/// file it read or looked for, what to add there, and the demo that needs no Feishu app.
+fn no_profiles_hint(config: &Config) -> String {
+    let table = "a [[profiles]] table (name, app_id, app_secret, verification_token, optional \
+                 encrypt_key)";
+    let next = match config.path() {
+        Some(path) => format!(
+            "no profiles configured in {}: add {table} to it, or point --config / \
+             FEISHU_BRIDGE_CONFIG at another",
+            path.display()
+        ),
+        None => format!(
+            "no profiles configured: no config file at {}, so the built-in defaults are used; \
+             write one there with {table}, or point --config / FEISHU_BRIDGE_CONFIG at one",
+            config::default_path().display()
+        ),
+    };
+    format!(
+        "{next}. To see the bridge work without a Feishu app, run `sh examples/demo.sh` in its source tree"
+    )
 }

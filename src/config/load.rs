@@ -23,6 +23,14 @@ pub enum ConfigSource {
 /// The default file name looked for in the working directory.
 pub const DEFAULT_FILE: &str = "feishu-bridge.toml";
 
+/// The file [`load`] looks for when no path is given: [`DEFAULT_FILE`] in the working
+/// directory, as an absolute path when the working directory can be read.
+pub fn default_path() -> PathBuf {
+    std::env::current_dir()
+        .map(|dir| dir.join(DEFAULT_FILE))
+        .unwrap_or_else(|_| PathBuf::from(DEFAULT_FILE))
+}
+
 /// Loads the configuration: `path`, else `FEISHU_BRIDGE_CONFIG`, else
 /// `./feishu-bridge.toml` if it exists, else built-in defaults; then applies environment
 /// overrides and validates. Every problem found is returned, each naming the file.

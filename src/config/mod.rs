@@ -27,7 +27,7 @@ pub use digest::{DigestConfig, SummarizerConfig};
 pub use egress::{Egress, Route};
 pub use error::{ConfigError, ConfigErrors, Location};
 pub use feed::FeedConfig;
-pub use load::{ConfigSource, load, load_from_str};
+pub use load::{ConfigSource, default_path, load, load_from_str};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 pub use server::{LogFormat, ServerConfig};

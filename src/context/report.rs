@@ -149,100 +149,148 @@ pub fn preview(text: &str, n: usize) -> String {
 /// The readable report.
 pub fn render_text(e: &Explanation) -> String {
     let mut out = String::new();
-    let mut line = |s: String| {
-        out.push_str(&s);
-        out.push('\n');
-    };
-    line(format!("decision     {}", e.decision_id));
-    line(format!(
-        "profile      {} (bridge {})",
-        e.profile, e.bridge_id
-    ));
-    line(format!("root_msg_id  {}", e.root_msg_id));
-    line(format!("message_id   {}", e.message_id));
-    line(format!("mode         {} ({})", e.mode, e.workspace_mode));
-    line(format!("session      {}", e.session_key));
-    line(format!("request      {}", preview(&e.request_text, 100)));
-    line(format!(
-        "context      {} chars    prompt {} chars",
-        e.context_chars, e.prompt_chars
-    ));
-    line(String::new());
-    line(format!("selected ({})", e.selected.len()));
-    if !e.selected.is_empty() {
-        line(format!(
-            "  {:<8} {:<16} {:<24} {:>6}  {}",
-            "item", "type", "source", "chars", "preview"
-        ));
-        for s in &e.selected {
-            let mark = if s.truncated { " [truncated]" } else { "" };
-            line(format!(
-                "  {:<8} {:<16} {:<24} {:>6}  {}{mark}",
-                s.item_id,
-                s.item_type,
-                preview(&s.author_label, 24),
-                s.chars,
-                preview(&s.preview, 60)
-            ));
+    write_header(&mut out, e);
+    write_items(&mut out, e);
+    write_diagnostics(&mut out, &e.diagnostics);
+    if let Some(t) = &e.turn {
+        write_turn(&mut out, t);
+    }
+    for (title, text) in [
+        ("thread context:", &e.thread_context),
+        ("prompt preview:", &e.prompt_preview),
+    ] {
+        if let Some(text) = text {
+            line(&mut out, "");
+            line(&mut out, title);
+            line(&mut out, text);
         }
     }
-    line(format!("excluded ({})", e.excluded.len()));
-    for x in &e.excluded {
-        line(format!(
-            "  {:<8} {:<16} {}",
-            x.item_id, x.item_type, x.reason
-        ));
+    out
+}
+
+/// Appends `s` and a newline.
+fn line(out: &mut String, s: &str) {
+    out.push_str(s);
+    out.push('\n');
+}
+
+/// Which decision, for which message and session, and its sizes.
+fn write_header(out: &mut String, e: &Explanation) {
+    line(out, &format!("decision     {}", e.decision_id));
+    line(
+        out,
+        &format!("profile      {} (bridge {})", e.profile, e.bridge_id),
+    );
+    line(out, &format!("root_msg_id  {}", e.root_msg_id));
+    line(out, &format!("message_id   {}", e.message_id));
+    line(
+        out,
+        &format!("mode         {} ({})", e.mode, e.workspace_mode),
+    );
+    line(out, &format!("session      {}", e.session_key));
+    line(
+        out,
+        &format!("request      {}", preview(&e.request_text, 100)),
+    );
+    line(
+        out,
+        &format!(
+            "context      {} chars    prompt {} chars",
+            e.context_chars, e.prompt_chars
+        ),
+    );
+    line(out, "");
+}
+
+/// The selected items as a table, then the excluded ones with their reasons.
+fn write_items(out: &mut String, e: &Explanation) {
+    line(out, &format!("selected ({})", e.selected.len()));
+    if !e.selected.is_empty() {
+        line(
+            out,
+            &format!(
+                "  {:<8} {:<16} {:<24} {:>6}  {}",
+                "item", "type", "source", "chars", "preview"
+            ),
+        );
+        for s in &e.selected {
+            let mark = if s.truncated { " [truncated]" } else { "" };
+            line(
+                out,
+                &format!(
+                    "  {:<8} {:<16} {:<24} {:>6}  {}{mark}",
+                    s.item_id,
+                    s.item_type,
+                    preview(&s.author_label, 24),
+                    s.chars,
+                    preview(&s.preview, 60)
+                ),
+            );
+        }
     }
-    let d = &e.diagnostics;
-    line(format!(
-        "diagnostics  candidates={} eligible={} selected={} chars {}→{} limit={} max_chars={} cut_by={}",
-        d["thread"]["candidates"],
-        d["thread"]["eligible"],
-        d["thread"]["selected"],
-        d["thread"]["chars_before"],
-        d["thread"]["chars_after"],
-        d["thread"]["limit"],
-        d["thread"]["max_chars"],
-        d["thread"]["cut_by"].as_str().unwrap_or("-")
-    ));
-    line(format!(
-        "topic root   {}    quoted reply {}",
-        d["topic_root"].as_str().unwrap_or("-"),
-        d["quoted_reply"].as_str().unwrap_or("-")
-    ));
-    if let Some(t) = &e.turn {
-        let detail = match (&t.error, &t.reply_message_id, t.output_chars) {
-            (Some(error), _, _) => format!(": {error}"),
-            (None, Some(reply), Some(chars)) => {
-                format!(", answer of {chars} chars posted as {reply}")
-            }
-            _ => String::new(),
-        };
-        line(format!("turn         {} {}{detail}", t.turn_id, t.state));
-        if !t.feed_segments.is_empty() {
-            let each: Vec<String> = t
-                .feed_segments
-                .iter()
-                .map(|s| format!("#{} ({} messages)", s.segment_id, s.items))
-                .collect();
-            line(format!(
+    line(out, &format!("excluded ({})", e.excluded.len()));
+    for x in &e.excluded {
+        line(
+            out,
+            &format!("  {:<8} {:<16} {}", x.item_id, x.item_type, x.reason),
+        );
+    }
+}
+
+/// The thread's counts and budgets, and how the topic root and quoted reply were used.
+fn write_diagnostics(out: &mut String, d: &serde_json::Value) {
+    line(
+        out,
+        &format!(
+            "diagnostics  candidates={} eligible={} selected={} chars {}→{} limit={} max_chars={} cut_by={}",
+            d["thread"]["candidates"],
+            d["thread"]["eligible"],
+            d["thread"]["selected"],
+            d["thread"]["chars_before"],
+            d["thread"]["chars_after"],
+            d["thread"]["limit"],
+            d["thread"]["max_chars"],
+            d["thread"]["cut_by"].as_str().unwrap_or("-")
+        ),
+    );
+    line(
+        out,
+        &format!(
+            "topic root   {}    quoted reply {}",
+            d["topic_root"].as_str().unwrap_or("-"),
+            d["quoted_reply"].as_str().unwrap_or("-")
+        ),
+    );
+}
+
+/// What became of the decision's turn, and the feed segments it used.
+fn write_turn(out: &mut String, t: &TurnOutcome) {
+    let detail = match (&t.error, &t.reply_message_id, t.output_chars) {
+        (Some(error), _, _) => format!(": {error}"),
+        (None, Some(reply), Some(chars)) => {
+            format!(", answer of {chars} chars posted as {reply}")
+        }
+        _ => String::new(),
+    };
+    line(
+        out,
+        &format!("turn         {} {}{detail}", t.turn_id, t.state),
+    );
+    if !t.feed_segments.is_empty() {
+        let each: Vec<String> = t
+            .feed_segments
+            .iter()
+            .map(|s| format!("#{} ({} messages)", s.segment_id, s.items))
+            .collect();
+        line(
+            out,
+            &format!(
                 "feed         {} segment(s) used: {}",
                 t.feed_segments.len(),
                 each.join(", ")
-            ));
-        }
+            ),
+        );
     }
-    if let Some(tc) = &e.thread_context {
-        line(String::new());
-        line("thread context:".into());
-        line(tc.clone());
-    }
-    if let Some(p) = &e.prompt_preview {
-        line(String::new());
-        line("prompt preview:".into());
-        line(p.clone());
-    }
-    out
 }
 
 #[cfg(test)]

@@ -36,77 +36,35 @@ impl<'a> Run<'a> {
     }
 
     pub(super) async fn go(self, stage: Stage) -> Result<Outcome, StoreError> {
-        let d = self.d;
-        if d.config.profiles.is_empty() {
+        if self.d.config.profiles.is_empty() {
             return Ok(Outcome::NothingToSee {
                 why: "no profile is configured",
             });
         }
         // Read before the date is claimed: a store that is down records no date.
-        let profiles: HashSet<&str> = d.config.profiles.iter().map(|p| p.name.as_str()).collect();
-        let sessions: Vec<SessionRow> = d
-            .store
-            .sessions(None, None)
-            .await?
-            .into_iter()
-            .filter(|s| profiles.contains(s.profile.as_str()))
-            .collect();
-        let claimed = d
-            .store
-            .claim_digest_run(&NewDigestRun {
-                date: self.date.clone(),
-                trigger: self.trigger,
-                timezone: d.config.digest.timezone.clone(),
-                started_at: self.now,
-            })
-            .await?;
-        if !claimed {
-            tracing::info!(date = %self.date, "the daily digest of this date already ran");
+        let sessions = self.configured_sessions().await?;
+        if !self.claim(&sessions).await? {
             return Ok(Outcome::AlreadyRan { date: self.date });
         }
-        tracing::info!(date = %self.date, trigger = self.trigger.as_str(), sessions = sessions.len(), "daily digest started");
-
         let mut digests = Vec::new();
         for s in &sessions {
             if let Some(digest) = self.digest_of(s).await {
                 digests.push(digest);
             }
         }
-        d.store.record_digests(&digests).await?;
-        let mut rows = d.store.digests_of(&self.date).await?;
+        self.d.store.record_digests(&digests).await?;
+        let mut rows = self.d.store.digests_of(&self.date).await?;
         let file = self.write_file(&mut rows).await;
         if stage == Stage::Written {
             return self.outcome().await;
         }
-
-        let by_key: HashMap<(&str, &str), &SessionRow> = sessions
-            .iter()
-            .map(|s| ((s.profile.as_str(), s.session_key.as_str()), s))
-            .collect();
-        for row in rows.iter_mut() {
-            if row.status == DigestStatus::Written {
-                let session = by_key.get(&(row.profile.as_str(), row.session_key.as_str()));
-                self.reset(row, session.copied()).await;
-            }
-        }
+        self.reset_written(&sessions, &mut rows).await;
         let file = match file {
             // The file was written before the resets; now it says how they went.
             Some(path) => self.rewrite(&path, &rows).await.then_some(path),
             None => None,
         };
-        let count = |s: DigestStatus| rows.iter().filter(|r| r.status == s).count() as i64;
-        let path = file.as_ref().map(|p| p.display().to_string());
-        d.store
-            .finish_digest_run(&DigestRunEnd {
-                date: &self.date,
-                finished_at: d.clock.now(),
-                sessions: rows.len() as i64,
-                reset: count(DigestStatus::Reset),
-                kept: count(DigestStatus::Kept),
-                failed: count(DigestStatus::ResetFailed),
-                file: path.as_deref(),
-            })
-            .await?;
+        self.finish(&rows, file.as_deref()).await?;
         let outcome = self.outcome().await?;
         if let Outcome::Ran { run, .. } = &outcome {
             tracing::info!(
@@ -119,6 +77,76 @@ impl<'a> Run<'a> {
             );
         }
         Ok(outcome)
+    }
+
+    /// Every session of a configured profile.
+    async fn configured_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
+        let config = &self.d.config;
+        let profiles: HashSet<&str> = config.profiles.iter().map(|p| p.name.as_str()).collect();
+        Ok(self
+            .d
+            .store
+            .sessions(None, None)
+            .await?
+            .into_iter()
+            .filter(|s| profiles.contains(s.profile.as_str()))
+            .collect())
+    }
+
+    /// Claims the date for this run; `false` when it already ran.
+    async fn claim(&self, sessions: &[SessionRow]) -> Result<bool, StoreError> {
+        let claimed = self
+            .d
+            .store
+            .claim_digest_run(&NewDigestRun {
+                date: self.date.clone(),
+                trigger: self.trigger,
+                timezone: self.d.config.digest.timezone.clone(),
+                started_at: self.now,
+            })
+            .await?;
+        if claimed {
+            tracing::info!(date = %self.date, trigger = self.trigger.as_str(), sessions = sessions.len(), "daily digest started");
+        } else {
+            tracing::info!(date = %self.date, "the daily digest of this date already ran");
+        }
+        Ok(claimed)
+    }
+
+    /// Resets the session of every digest that was written.
+    async fn reset_written(&self, sessions: &[SessionRow], rows: &mut [DigestRow]) {
+        let by_key: HashMap<(&str, &str), &SessionRow> = sessions
+            .iter()
+            .map(|s| ((s.profile.as_str(), s.session_key.as_str()), s))
+            .collect();
+        for row in rows.iter_mut() {
+            if row.status == DigestStatus::Written {
+                let session = by_key.get(&(row.profile.as_str(), row.session_key.as_str()));
+                self.reset(row, session.copied()).await;
+            }
+        }
+    }
+
+    /// Records the run's end: how many sessions were reset, kept or failed, and its file.
+    async fn finish(
+        &self,
+        rows: &[DigestRow],
+        file: Option<&std::path::Path>,
+    ) -> Result<(), StoreError> {
+        let count = |s: DigestStatus| rows.iter().filter(|r| r.status == s).count() as i64;
+        let path = file.map(|p| p.display().to_string());
+        self.d
+            .store
+            .finish_digest_run(&DigestRunEnd {
+                date: &self.date,
+                finished_at: self.d.clock.now(),
+                sessions: rows.len() as i64,
+                reset: count(DigestStatus::Reset),
+                kept: count(DigestStatus::Kept),
+                failed: count(DigestStatus::ResetFailed),
+                file: path.as_deref(),
+            })
+            .await
     }
 
     /// The run and its digests, as stored.

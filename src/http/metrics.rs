@@ -10,6 +10,7 @@ use axum::{
 };
 
 use super::{ApiError, AppState, auth};
+use crate::app::state::App;
 
 /// Prometheus metrics. Open unless `server.protect_metrics` is set.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
@@ -24,73 +25,12 @@ pub async fn metrics(
     if app.config.server.protect_metrics {
         auth::check(&headers, &app)?;
     }
-    // Inbox gauges are read from the database at scrape time, so they are right across
-    // replicas and restarts. On failure the last values stay and the error is counted.
-    match app.store.inbox_counts().await {
-        Ok(c) => {
-            app.metrics.inbox_pending.set(c.pending);
-            app.metrics.inbox_failed.set(c.failed);
-            app.metrics.inbox_retrying.set(c.retrying);
-        }
-        Err(_) => app.metrics.store_error("inbox_counts"),
-    }
-    match app.store.inbox_backlog().await {
-        Ok(backlog) => {
-            let now = crate::util::UnixMs::now();
-            // Profiles without a backlog read 0; rows of profiles no longer configured are
-            // counted together, so labels stay bounded.
-            app.metrics.inbox_depth.reset();
-            app.metrics.inbox_oldest_age.reset();
-            for p in &app.config.profiles {
-                app.metrics.inbox_depth.with_label_values(&[&p.name]).set(0);
-                app.metrics
-                    .inbox_oldest_age
-                    .with_label_values(&[&p.name])
-                    .set(0.0);
-            }
-            for b in backlog {
-                let label = if app.profiles.contains_key(&b.profile) {
-                    b.profile.as_str()
-                } else {
-                    "unknown"
-                };
-                let age = b
-                    .oldest_received_at
-                    .map(|t| age_secs(now, t))
-                    .unwrap_or(0.0);
-                app.metrics
-                    .inbox_depth
-                    .with_label_values(&[label])
-                    .add(b.depth);
-                let oldest = app.metrics.inbox_oldest_age.with_label_values(&[label]);
-                if age > oldest.get() {
-                    oldest.set(age);
-                }
-            }
-        }
-        Err(_) => app.metrics.store_error("inbox_backlog"),
-    }
-    match app.store.feed_counts().await {
-        Ok(counts) => {
-            let pending = &app.metrics.feed.pending;
-            pending.reset();
-            for c in counts
-                .iter()
-                .filter(|c| app.profiles.contains_key(&c.profile))
-            {
-                for (what, n) in [
-                    ("gathered", c.gathered),
-                    ("waiting", c.waiting),
-                    ("attached", c.attached),
-                ] {
-                    pending
-                        .with_label_values(&[c.profile.as_str(), what])
-                        .set(n);
-                }
-            }
-        }
-        Err(_) => app.metrics.store_error("feed_counts"),
-    }
+    // Inbox and feed gauges are read from the database at scrape time, so they are right
+    // across replicas and restarts. On failure the last values stay and the error is
+    // counted.
+    refresh_inbox_counts(&app).await;
+    refresh_inbox_backlog(&app).await;
+    refresh_feed_pending(&app).await;
     app.metrics
         .worker_events_per_second
         .set(app.metrics.worker_rate.per_second());
@@ -102,6 +42,81 @@ pub async fn metrics(
         app.metrics.render(),
     )
         .into_response())
+}
+
+/// `inbox_pending`, `inbox_failed` and `inbox_retrying`.
+async fn refresh_inbox_counts(app: &App) {
+    match app.store.inbox_counts().await {
+        Ok(c) => {
+            app.metrics.inbox_pending.set(c.pending);
+            app.metrics.inbox_failed.set(c.failed);
+            app.metrics.inbox_retrying.set(c.retrying);
+        }
+        Err(_) => app.metrics.store_error("inbox_counts"),
+    }
+}
+
+/// `inbox_depth` and `inbox_oldest_pending_age_seconds`, by profile.
+async fn refresh_inbox_backlog(app: &App) {
+    let Ok(backlog) = app.store.inbox_backlog().await else {
+        app.metrics.store_error("inbox_backlog");
+        return;
+    };
+    let now = crate::util::UnixMs::now();
+    // Profiles without a backlog read 0; rows of profiles no longer configured are
+    // counted together, so labels stay bounded.
+    app.metrics.inbox_depth.reset();
+    app.metrics.inbox_oldest_age.reset();
+    for p in &app.config.profiles {
+        app.metrics.inbox_depth.with_label_values(&[&p.name]).set(0);
+        app.metrics
+            .inbox_oldest_age
+            .with_label_values(&[&p.name])
+            .set(0.0);
+    }
+    for b in backlog {
+        let label = if app.profiles.contains_key(&b.profile) {
+            b.profile.as_str()
+        } else {
+            "unknown"
+        };
+        let age = b
+            .oldest_received_at
+            .map(|t| age_secs(now, t))
+            .unwrap_or(0.0);
+        app.metrics
+            .inbox_depth
+            .with_label_values(&[label])
+            .add(b.depth);
+        let oldest = app.metrics.inbox_oldest_age.with_label_values(&[label]);
+        if age > oldest.get() {
+            oldest.set(age);
+        }
+    }
+}
+
+/// `feed_pending`, by configured profile and what waits.
+async fn refresh_feed_pending(app: &App) {
+    let Ok(counts) = app.store.feed_counts().await else {
+        app.metrics.store_error("feed_counts");
+        return;
+    };
+    let pending = &app.metrics.feed.pending;
+    pending.reset();
+    for c in counts
+        .iter()
+        .filter(|c| app.profiles.contains_key(&c.profile))
+    {
+        for (what, n) in [
+            ("gathered", c.gathered),
+            ("waiting", c.waiting),
+            ("attached", c.attached),
+        ] {
+            pending
+                .with_label_values(&[c.profile.as_str(), what])
+                .set(n);
+        }
+    }
 }
 
 /// Seconds from `then` to `now`, never negative (clocks of replicas may differ).

@@ -5,6 +5,13 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{Admin, ApiError, ErrorBody};
+use crate::{
+    app::state::App,
+    config::{Connection, DigestConfig, Profile},
+    longconn::status::ConnView,
+    store::{DigestRunRow, InboxCounts, InboxProblem, ProfileBacklog, ReplicaRow},
+    util::UnixMs,
+};
 
 /// `GET /status`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -184,9 +191,45 @@ pub struct ReplicaBody {
 pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
     let ok = app.store.ping().await.is_ok();
     // The reads only when the database answered the ping, and at the same time.
-    let lease = std::time::Duration::from_millis(app.config.worker.lease_ms);
-    let alive_since = crate::store::alive_since(crate::util::UnixMs::now(), lease);
-    let (counts, turns, problems, backlog, last_run, replicas) = if ok {
+    let read = match ok {
+        true => Readings::of(&app).await,
+        false => Readings::default(),
+    };
+    Ok(Json(StatusBody {
+        version: env!("CARGO_PKG_VERSION"),
+        uptime_secs: app.started.elapsed().as_secs(),
+        database: DatabaseStatus {
+            backend: app.store.backend().as_str(),
+            ok,
+        },
+        profiles: app
+            .config
+            .profiles
+            .iter()
+            .map(|p| profile_status(&app, p))
+            .collect(),
+        inbox: inbox_status(&app, read.counts, read.backlog, read.problems),
+        turns: turns_status(&app, read.turns, read.replicas),
+        digest: digest_status(&app.config.digest, read.last_run),
+    }))
+}
+
+/// What `/status` reads from the database; empty (or `None`) where a read failed.
+#[derive(Default)]
+struct Readings {
+    counts: Option<InboxCounts>,
+    turns: Option<(i64, i64)>,
+    problems: Vec<InboxProblem>,
+    backlog: Vec<ProfileBacklog>,
+    last_run: Option<DigestRunRow>,
+    replicas: Vec<ReplicaRow>,
+}
+
+impl Readings {
+    /// Every read, at the same time.
+    async fn of(app: &App) -> Self {
+        let lease = std::time::Duration::from_millis(app.config.worker.lease_ms);
+        let alive_since = crate::store::alive_since(UnixMs::now(), lease);
         let (counts, turns, problems, backlog, last_run, replicas) = tokio::join!(
             app.store.inbox_counts(),
             app.store.turn_counts(),
@@ -195,103 +238,107 @@ pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
             app.store.latest_digest_run(),
             app.store.replicas(alive_since)
         );
-        (
-            counts.ok(),
-            turns.ok(),
-            problems.unwrap_or_default(),
-            backlog.unwrap_or_default(),
-            last_run.ok().flatten(),
-            replicas.unwrap_or_default(),
-        )
-    } else {
-        (None, None, Vec::new(), Vec::new(), None, Vec::new())
-    };
-    let d = &app.config.digest;
-    let digest = DigestStatusBody {
+        Self {
+            counts: counts.ok(),
+            turns: turns.ok(),
+            problems: problems.unwrap_or_default(),
+            backlog: backlog.unwrap_or_default(),
+            last_run: last_run.ok().flatten(),
+            replicas: replicas.unwrap_or_default(),
+        }
+    }
+}
+
+/// One configured profile, with the bot id it has learned and its connection's state.
+fn profile_status(app: &App, p: &Profile) -> ProfileStatus {
+    let websocket = p.connection == Connection::Websocket;
+    ProfileStatus {
+        name: p.name.clone(),
+        app_id: p.app_id.clone(),
+        bot_open_id: app
+            .identities
+            .get(&p.name)
+            .or_else(|| p.bot_open_id.clone().filter(|id| !id.is_empty())),
+        agent_kind: p.agent.kind.as_str(),
+        encrypted: p.encrypt_key().is_some(),
+        connection: match p.connection {
+            Connection::Webhook => "webhook",
+            Connection::Websocket => "websocket",
+        },
+        long_connection: websocket.then(|| {
+            LongConnectionBody::of(
+                app.connections
+                    .get(&p.name)
+                    .unwrap_or_else(|| ConnView::starting(&p.name)),
+            )
+        }),
+    }
+}
+
+fn inbox_status(
+    app: &App,
+    counts: Option<InboxCounts>,
+    backlog: Vec<ProfileBacklog>,
+    problems: Vec<InboxProblem>,
+) -> InboxStatusBody {
+    let now = UnixMs::now();
+    InboxStatusBody {
+        pending: counts.map(|c| c.pending),
+        processing: counts.map(|c| c.processing),
+        retrying: counts.map(|c| c.retrying),
+        failed: counts.map(|c| c.failed),
+        backlog: backlog
+            .into_iter()
+            .map(|b| ProfileBacklogBody {
+                oldest_pending_age_secs: b
+                    .oldest_received_at
+                    .map(|t| super::metrics::age_secs(now, t))
+                    .unwrap_or(0.0),
+                profile: b.profile,
+                depth: b.depth,
+            })
+            .collect(),
+        worker_events_per_sec: app.metrics.worker_rate.per_second(),
+        problems: problems.into_iter().map(InboxProblemBody::from).collect(),
+    }
+}
+
+impl From<InboxProblem> for InboxProblemBody {
+    fn from(p: InboxProblem) -> Self {
+        Self {
+            profile: p.profile,
+            event_id: p.event_id,
+            event_type: p.event_type,
+            status: p.status.as_str(),
+            attempts: p.attempts,
+            last_error: p.last_error,
+        }
+    }
+}
+
+fn turns_status(app: &App, turns: Option<(i64, i64)>, replicas: Vec<ReplicaRow>) -> TurnsStatus {
+    TurnsStatus {
+        queued: turns.map(|t| t.0),
+        running: turns.map(|t| t.1),
+        replica_id: app.config.replica_id(),
+        replicas: replicas
+            .into_iter()
+            .map(|r| ReplicaBody {
+                replica_id: r.replica_id,
+                started_at: r.started_at.0,
+                heartbeat_at: r.heartbeat_at.0,
+            })
+            .collect(),
+        open_api_share: u32::try_from(app.api_share.replicas()).unwrap_or(u32::MAX),
+    }
+}
+
+fn digest_status(d: &DigestConfig, last_run: Option<DigestRunRow>) -> DigestStatusBody {
+    DigestStatusBody {
         enabled: d.enabled,
         at: d.at.clone(),
         window_end: d.window_end.clone(),
         timezone: d.timezone.clone(),
         last_run: last_run.as_ref().map(super::digests::RunBody::from),
-    };
-    let now = crate::util::UnixMs::now();
-    let profiles = app
-        .config
-        .profiles
-        .iter()
-        .map(|p| ProfileStatus {
-            name: p.name.clone(),
-            app_id: p.app_id.clone(),
-            bot_open_id: app
-                .identities
-                .get(&p.name)
-                .or_else(|| p.bot_open_id.clone().filter(|id| !id.is_empty())),
-            agent_kind: p.agent.kind.as_str(),
-            encrypted: p.encrypt_key().is_some(),
-            connection: match p.connection {
-                crate::config::Connection::Webhook => "webhook",
-                crate::config::Connection::Websocket => "websocket",
-            },
-            long_connection: (p.connection == crate::config::Connection::Websocket).then(|| {
-                LongConnectionBody::of(
-                    app.connections
-                        .get(&p.name)
-                        .unwrap_or_else(|| crate::longconn::status::ConnView::starting(&p.name)),
-                )
-            }),
-        })
-        .collect();
-    Ok(Json(StatusBody {
-        version: env!("CARGO_PKG_VERSION"),
-        uptime_secs: app.started.elapsed().as_secs(),
-        database: DatabaseStatus {
-            backend: app.store.backend().as_str(),
-            ok,
-        },
-        profiles,
-        inbox: InboxStatusBody {
-            pending: counts.map(|c| c.pending),
-            processing: counts.map(|c| c.processing),
-            retrying: counts.map(|c| c.retrying),
-            failed: counts.map(|c| c.failed),
-            backlog: backlog
-                .into_iter()
-                .map(|b| ProfileBacklogBody {
-                    oldest_pending_age_secs: b
-                        .oldest_received_at
-                        .map(|t| super::metrics::age_secs(now, t))
-                        .unwrap_or(0.0),
-                    profile: b.profile,
-                    depth: b.depth,
-                })
-                .collect(),
-            worker_events_per_sec: app.metrics.worker_rate.per_second(),
-            problems: problems
-                .into_iter()
-                .map(|p| InboxProblemBody {
-                    profile: p.profile,
-                    event_id: p.event_id,
-                    event_type: p.event_type,
-                    status: p.status.as_str(),
-                    attempts: p.attempts,
-                    last_error: p.last_error,
-                })
-                .collect(),
-        },
-        turns: TurnsStatus {
-            queued: turns.map(|t| t.0),
-            running: turns.map(|t| t.1),
-            replica_id: app.config.replica_id(),
-            replicas: replicas
-                .into_iter()
-                .map(|r| ReplicaBody {
-                    replica_id: r.replica_id,
-                    started_at: r.started_at.0,
-                    heartbeat_at: r.heartbeat_at.0,
-                })
-                .collect(),
-            open_api_share: u32::try_from(app.api_share.replicas()).unwrap_or(u32::MAX),
-        },
-        digest,
-    }))
+    }
 }

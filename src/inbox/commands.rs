@@ -52,72 +52,10 @@ pub async fn execute(
     let text = match call.command {
         Command::Help => HELP.to_string(),
         Command::Unknown(name) => format!("Unknown command {name}.\n{HELP}"),
-        Command::Status => {
-            let pending = store
-                .pending_history_count(&s.profile, call.history_scope)
-                .await?;
-            let q = queues.status(&s.session_key);
-            format!(
-                "Session {}\nsession id: {}\npending group messages: {pending}\nrunning: {}\nqueued: {}",
-                s.session_key,
-                s.session_id,
-                if q.running { "yes" } else { "no" },
-                q.queued
-            )
-        }
-        Command::New | Command::Reset => {
-            let fresh = new_session_id();
-            let row = store
-                .reset_session(&SessionReset {
-                    profile: &s.profile,
-                    key: &s.session_key,
-                    history_scope: call.history_scope,
-                    new_session_id: &fresh,
-                    now: UnixMs::now(),
-                })
-                .await?;
-            match row {
-                Some(row) => format!(
-                    "New session started ({}). Earlier group messages will not be sent to the agent.",
-                    row.session_id
-                ),
-                None => "No session to reset.".to_string(),
-            }
-        }
-        Command::Stop => {
-            // The session's running turn, wherever it runs: its replica watches for the
-            // stop; a turn here is cancelled at once. A turn here that has not started
-            // yet (gathering its context, or waiting for one on another replica) is
-            // stopped too.
-            let asked = leases
-                .request_stop(&s.profile, &s.session_key, UnixMs::now())
-                .await?;
-            let stopping = match asked {
-                Some(turn) => {
-                    queues.cancel_label(&turn.turn_id);
-                    true
-                }
-                None => queues.cancel_running(&s.session_key),
-            };
-            if stopping {
-                "Stopping the running answer of this session.".to_string()
-            } else {
-                "Nothing is running in this session.".to_string()
-            }
-        }
-        Command::Sessions => {
-            let rows = store.sessions(Some(&s.profile), Some(&s.chat_id)).await?;
-            let mut out = format!("Sessions of {} in this chat:", s.profile);
-            for r in rows.iter().take(20) {
-                let mark = if r.session_key == s.session_key {
-                    " (this one)"
-                } else {
-                    ""
-                };
-                out.push_str(&format!("\n{} → {}{mark}", r.session_key, r.session_id));
-            }
-            out
-        }
+        Command::Status => status(store, queues, call).await?,
+        Command::New | Command::Reset => reset(store, call).await?,
+        Command::Stop => stop(leases, queues, s).await?,
+        Command::Sessions => sessions(store, s).await?,
     };
     tracing::info!(profile = %s.profile, session_key = %s.session_key, command = call.command.name(), "command executed");
     outbound
@@ -133,4 +71,86 @@ pub async fn execute(
         })
         .await?;
     Ok(())
+}
+
+/// `/status`: the session, its pending history and its queue.
+async fn status(
+    store: &dyn SessionStore,
+    queues: &SessionQueues,
+    call: &CommandCall<'_>,
+) -> Result<String, StoreError> {
+    let s = call.session;
+    let pending = store
+        .pending_history_count(&s.profile, call.history_scope)
+        .await?;
+    let q = queues.status(&s.session_key);
+    Ok(format!(
+        "Session {}\nsession id: {}\npending group messages: {pending}\nrunning: {}\nqueued: {}",
+        s.session_key,
+        s.session_id,
+        if q.running { "yes" } else { "no" },
+        q.queued
+    ))
+}
+
+/// `/new` and `/reset`: a fresh session id, the history scope cleared.
+async fn reset(store: &dyn SessionStore, call: &CommandCall<'_>) -> Result<String, StoreError> {
+    let s = call.session;
+    let fresh = new_session_id();
+    let row = store
+        .reset_session(&SessionReset {
+            profile: &s.profile,
+            key: &s.session_key,
+            history_scope: call.history_scope,
+            new_session_id: &fresh,
+            now: UnixMs::now(),
+        })
+        .await?;
+    Ok(match row {
+        Some(row) => format!(
+            "New session started ({}). Earlier group messages will not be sent to the agent.",
+            row.session_id
+        ),
+        None => "No session to reset.".to_string(),
+    })
+}
+
+/// `/stop`: the session's running turn, wherever it runs: its replica watches for the
+/// stop; a turn here is cancelled at once. A turn here that has not started yet
+/// (gathering its context, or waiting for one on another replica) is stopped too.
+async fn stop(
+    leases: &dyn TurnLeases,
+    queues: &SessionQueues,
+    s: &SessionRow,
+) -> Result<String, StoreError> {
+    let asked = leases
+        .request_stop(&s.profile, &s.session_key, UnixMs::now())
+        .await?;
+    let stopping = match asked {
+        Some(turn) => {
+            queues.cancel_label(&turn.turn_id);
+            true
+        }
+        None => queues.cancel_running(&s.session_key),
+    };
+    Ok(if stopping {
+        "Stopping the running answer of this session.".to_string()
+    } else {
+        "Nothing is running in this session.".to_string()
+    })
+}
+
+/// `/sessions`: the profile's sessions in this chat (at most 20), this one marked.
+async fn sessions(store: &dyn SessionStore, s: &SessionRow) -> Result<String, StoreError> {
+    let rows = store.sessions(Some(&s.profile), Some(&s.chat_id)).await?;
+    let mut out = format!("Sessions of {} in this chat:", s.profile);
+    for r in rows.iter().take(20) {
+        let mark = if r.session_key == s.session_key {
+            " (this one)"
+        } else {
+            ""
+        };
+        out.push_str(&format!("\n{} → {}{mark}", r.session_key, r.session_id));
+    }
+    Ok(out)
 }

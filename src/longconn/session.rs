@@ -18,9 +18,12 @@
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{SinkExt, StreamExt, stream::SplitSink};
 use secrecy::{ExposeSecret, SecretString};
-use tokio::{sync::mpsc, time::Instant};
+use tokio::{
+    sync::mpsc,
+    time::{Instant, Interval},
+};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -229,46 +232,88 @@ impl LongConnection {
                     // Anything from the server shows the connection is alive.
                     pong_due = None;
                     heard = true;
-                    let now = Instant::now();
-                    let frame = match Frame::decode_bytes(&bytes) {
-                        Ok(f) => f,
-                        Err(e) => {
-                            self.count("in", "other");
-                            tracing::warn!(profile, error = %e, "an unreadable frame was dropped");
-                            continue;
-                        }
-                    };
-                    fragments.expire(now);
-                    match frame.kind() {
-                        Kind::Pong => {
-                            self.count("in", "pong");
-                            self.app.connections.ponged(profile);
-                            let before = timing.ping_interval;
-                            if let Some(config) = frame.payload.as_deref().and_then(super::ClientConfig::from_json) {
-                                *timing = config.merged_over(timing);
-                            }
-                            if timing.ping_interval != before {
-                                pings = ping_timer(timing.ping_interval, false);
-                            }
-                        }
-                        Kind::Event | Kind::Card => {
-                            let kind = if frame.kind() == Kind::Card { "card" } else { "event" };
-                            self.count("in", kind);
-                            self.take(&mut fragments, frame, now, &out, &inflight);
-                        }
-                        Kind::Ping => self.count("in", "ping"),
-                        Kind::Other(_) => self.count("in", "other"),
-                    }
+                    self.received(&bytes, timing, &mut pings, &mut fragments, &out, &inflight);
                 }
             }
         };
         if matches!(ended, Ended::Shutdown) {
-            self.drain(&mut sink, &mut outbox, &inflight).await;
-            let _ = sink.send(Message::Close(None)).await;
-            let _ = sink.close().await;
-            tracing::info!(profile, "long connection closed for the shutdown");
+            self.close_for_shutdown(sink, &mut outbox, &inflight).await;
         }
         ended
+    }
+
+    /// One binary message from the server: a pong's settings adopted, a data frame
+    /// taken in, anything else counted.
+    fn received(
+        &self,
+        bytes: &[u8],
+        timing: &mut Timing,
+        pings: &mut Interval,
+        fragments: &mut Fragments,
+        out: &mpsc::Sender<(Frame, &'static str)>,
+        inflight: &TaskTracker,
+    ) {
+        let profile = self.profile.as_str();
+        let now = Instant::now();
+        let frame = match Frame::decode_bytes(bytes) {
+            Ok(f) => f,
+            Err(e) => {
+                self.count("in", "other");
+                tracing::warn!(profile, error = %e, "an unreadable frame was dropped");
+                return;
+            }
+        };
+        fragments.expire(now);
+        match frame.kind() {
+            Kind::Pong => {
+                self.count("in", "pong");
+                self.app.connections.ponged(profile);
+                self.adopt_settings(&frame, timing, pings);
+            }
+            Kind::Event | Kind::Card => {
+                let kind = if frame.kind() == Kind::Card {
+                    "card"
+                } else {
+                    "event"
+                };
+                self.count("in", kind);
+                self.take(fragments, frame, now, out, inflight);
+            }
+            Kind::Ping => self.count("in", "ping"),
+            Kind::Other(_) => self.count("in", "other"),
+        }
+    }
+
+    /// The client settings a pong carries, merged over `timing`; the pings follow a new
+    /// interval.
+    fn adopt_settings(&self, pong: &Frame, timing: &mut Timing, pings: &mut Interval) {
+        let before = timing.ping_interval;
+        if let Some(config) = pong
+            .payload
+            .as_deref()
+            .and_then(super::ClientConfig::from_json)
+        {
+            *timing = config.merged_over(timing);
+        }
+        if timing.ping_interval != before {
+            *pings = ping_timer(timing.ping_interval, false);
+        }
+    }
+
+    /// Stores and acknowledges what was read, then closes the socket.
+    async fn close_for_shutdown(
+        &self,
+        mut sink: SplitSink<Socket, Message>,
+        outbox: &mut mpsc::Receiver<(Frame, &'static str)>,
+        inflight: &TaskTracker,
+    ) {
+        self.drain(&mut sink, outbox, inflight).await;
+        let _ = sink.send(Message::Close(None)).await;
+        let _ = sink.close().await;
+        tracing::info!(
+            profile = self.profile.as_str(),
+            "long connection closed for the shutdown"
+        );
     }
 
     /// Adds a data frame's fragment; once its message is whole, stores it and queues the
@@ -320,7 +365,7 @@ impl LongConnection {
     /// acknowledged (bounded by the ack deadline).
     async fn drain(
         &self,
-        sink: &mut futures_util::stream::SplitSink<Socket, Message>,
+        sink: &mut SplitSink<Socket, Message>,
         outbox: &mut mpsc::Receiver<(Frame, &'static str)>,
         inflight: &TaskTracker,
     ) {
@@ -351,7 +396,7 @@ impl LongConnection {
 
     async fn write(
         &self,
-        sink: &mut futures_util::stream::SplitSink<Socket, Message>,
+        sink: &mut SplitSink<Socket, Message>,
         frame: &Frame,
         kind: &'static str,
     ) -> Result<(), String> {

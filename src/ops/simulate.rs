@@ -70,6 +70,17 @@ impl<'a> Target<'a> {
             http,
         })
     }
+
+    /// GETs `path` from the bridge with the admin token.
+    async fn get(&self, path: &str, accept: &'static str) -> reqwest::Result<reqwest::Response> {
+        let admin = self.config.server.admin_token().unwrap_or_default();
+        self.http
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(admin)
+            .header("accept", accept)
+            .send()
+            .await
+    }
 }
 
 fn bot_id(p: &Profile) -> String {
@@ -152,125 +163,162 @@ fn signed(profile: &Profile, plaintext: &str) -> (String, [(String, String); 3])
 /// Delivers one step and returns the explain report (or the verdicts when no bot was
 /// invoked).
 pub async fn deliver(t: &Target<'_>, step: &Step) -> anyhow::Result<String> {
-    let http = &t.http;
     let message_id = step
         .id
         .clone()
         .unwrap_or_else(|| format!("om_sim_{:016x}", rand::random::<u64>()));
     let (ev, mentioned) = event(t.config, step, &message_id);
-    let targets: Vec<&Profile> = if step.to.is_empty() {
-        if step.dm {
-            mentioned
-                .first()
-                .and_then(|n| t.config.profile(n))
-                .into_iter()
-                .chain(t.config.profiles.first())
-                .take(1)
-                .collect()
-        } else {
-            t.config.profiles.iter().collect()
-        }
-    } else {
-        step.to.iter().filter_map(|n| t.config.profile(n)).collect()
-    };
+    let targets = recipients(t.config, step, &mentioned);
     if targets.is_empty() {
         bail!("no profile to deliver to");
     }
     let mut notes = String::new();
     for p in &targets {
-        let plaintext = json!({
-            "schema": "2.0",
-            "header": {"event_id": format!("ev_{message_id}"), "token": p.verification_token(),
-                       "create_time": now_ms().to_string(), "event_type": "im.message.receive_v1",
-                       "tenant_key": "simulated", "app_id": p.app_id},
-            "event": ev,
-        })
-        .to_string();
-        let (body, headers) = signed(p, &plaintext);
-        let mut req = http
-            .post(format!("{}/webhook/{}/event", t.url, p.name))
-            .header("content-type", "application/json; charset=utf-8")
-            .body(body);
-        for (k, v) in headers {
-            req = req.header(k, v);
-        }
-        let resp = req
-            .send()
-            .await
-            .with_context(|| format!("cannot reach {}", t.url))?;
-        let status = resp.status();
-        if !status.is_success() {
-            bail!(
-                "{} answered {status}: {}",
-                p.name,
-                resp.text().await.unwrap_or_default()
-            );
-        }
-        let outcome = resp
-            .headers()
-            .get(crate::inbox::OUTCOME_HEADER)
-            .and_then(|v| v.to_str().ok());
-        if outcome == Some("duplicate") {
+        if post(t, p, &message_id, &ev).await? == Outcome::Duplicate {
             notes.push_str(&format!(
                 "{}: the bridge answered ev_{message_id} as a duplicate: it was stored before, so nothing new runs (give the step another id)\n",
                 p.name
             ));
         }
     }
-    let admin = t
-        .config
-        .server
-        .admin_token()
-        .unwrap_or_default()
-        .to_string();
-    let get = |path: String, accept: &'static str| {
-        http.get(format!("{}{path}", t.url))
-            .bearer_auth(&admin)
-            .header("accept", accept)
-            .send()
-    };
-    // Wait (bounded) until every target routed the message and no turn is queued or
-    // running, so the next step sees this one's answers.
-    let mut verdicts = Value::Null;
-    for _ in 0..100 {
-        let v = get(format!("/explain/message/{message_id}"), "application/json").await?;
-        if v.status().is_success() {
-            verdicts = v.json().await?;
-            let status: Value = get("/status".into(), "application/json")
-                .await?
-                .json()
-                .await?;
-            let idle = status["turns"]["queued"] == 0 && status["turns"]["running"] == 0;
-            if verdicts["verdicts"].as_array().map_or(0, Vec::len) >= targets.len() && idle {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let root = step.root.clone().unwrap_or_else(|| message_id.clone());
+    let verdicts = settled_verdicts(t, &message_id, targets.len()).await?;
+    let root = step.root.as_deref().unwrap_or(&message_id);
     let mut out = String::new();
     for v in verdicts["verdicts"].as_array().into_iter().flatten() {
-        out.push_str(&format!(
-            "{} → {} ({})\n",
-            v["profile"].as_str().unwrap_or_default(),
-            v["verdict"].as_str().unwrap_or_default(),
-            v["reason"].as_str().unwrap_or_default()
-        ));
-        if v["decision_id"].is_i64() {
-            let profile = v["profile"].as_str().unwrap_or_default();
-            let path = format!(
-                "/explain/{root}?profile={profile}&message_id={message_id}&verbose={}",
-                t.verbose
-            );
-            let report = get(path, "text/plain").await?.text().await?;
-            out.push('\n');
-            out.push_str(&report);
-        }
+        out.push_str(&verdict_report(t, v, root, &message_id).await?);
     }
     if out.is_empty() {
         out.push_str(&format!("{message_id}: no verdict yet\n"));
     }
     Ok(format!("== {message_id}: {}\n{notes}{out}", step.text))
+}
+
+/// The profiles that receive a step: those it names, else in a private chat the one
+/// mentioned (or the first), else every profile, as every bot in a group does.
+fn recipients<'c>(config: &'c Config, step: &Step, mentioned: &[String]) -> Vec<&'c Profile> {
+    if !step.to.is_empty() {
+        return step.to.iter().filter_map(|n| config.profile(n)).collect();
+    }
+    if step.dm {
+        return mentioned
+            .first()
+            .and_then(|n| config.profile(n))
+            .into_iter()
+            .chain(config.profiles.first())
+            .take(1)
+            .collect();
+    }
+    config.profiles.iter().collect()
+}
+
+/// How the bridge took a posted event.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    /// Stored now.
+    Stored,
+    /// Stored before: nothing new runs.
+    Duplicate,
+}
+
+/// Posts the event `ev` of a message to `p`'s event URL, signed (and encrypted) with
+/// its keys, as Feishu would.
+async fn post(
+    t: &Target<'_>,
+    p: &Profile,
+    message_id: &str,
+    ev: &Value,
+) -> anyhow::Result<Outcome> {
+    let plaintext = json!({
+        "schema": "2.0",
+        "header": {"event_id": format!("ev_{message_id}"), "token": p.verification_token(),
+                   "create_time": now_ms().to_string(), "event_type": "im.message.receive_v1",
+                   "tenant_key": "simulated", "app_id": p.app_id},
+        "event": ev,
+    })
+    .to_string();
+    let (body, headers) = signed(p, &plaintext);
+    let mut req = t
+        .http
+        .post(format!("{}/webhook/{}/event", t.url, p.name))
+        .header("content-type", "application/json; charset=utf-8")
+        .body(body);
+    for (k, v) in headers {
+        req = req.header(k, v);
+    }
+    let resp = req
+        .send()
+        .await
+        .with_context(|| format!("cannot reach {}", t.url))?;
+    let status = resp.status();
+    if !status.is_success() {
+        bail!(
+            "{} answered {status}: {}",
+            p.name,
+            resp.text().await.unwrap_or_default()
+        );
+    }
+    let outcome = resp
+        .headers()
+        .get(crate::inbox::OUTCOME_HEADER)
+        .and_then(|v| v.to_str().ok());
+    Ok(match outcome {
+        Some("duplicate") => Outcome::Duplicate,
+        _ => Outcome::Stored,
+    })
+}
+
+/// The message's verdicts, once (bounded wait) every target routed it and no turn is
+/// queued or running, so the next step sees this one's answers.
+async fn settled_verdicts(
+    t: &Target<'_>,
+    message_id: &str,
+    targets: usize,
+) -> anyhow::Result<Value> {
+    let mut verdicts = Value::Null;
+    for _ in 0..100 {
+        let v = t
+            .get(
+                &format!("/explain/message/{message_id}"),
+                "application/json",
+            )
+            .await?;
+        if v.status().is_success() {
+            verdicts = v.json().await?;
+            let status: Value = t.get("/status", "application/json").await?.json().await?;
+            let idle = status["turns"]["queued"] == 0 && status["turns"]["running"] == 0;
+            if verdicts["verdicts"].as_array().map_or(0, Vec::len) >= targets && idle {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(verdicts)
+}
+
+/// One profile's verdict, and the explain report of its decision when it made one.
+async fn verdict_report(
+    t: &Target<'_>,
+    v: &Value,
+    root: &str,
+    message_id: &str,
+) -> anyhow::Result<String> {
+    let profile = v["profile"].as_str().unwrap_or_default();
+    let mut out = format!(
+        "{} → {} ({})\n",
+        profile,
+        v["verdict"].as_str().unwrap_or_default(),
+        v["reason"].as_str().unwrap_or_default()
+    );
+    if v["decision_id"].is_i64() {
+        let path = format!(
+            "/explain/{root}?profile={profile}&message_id={message_id}&verbose={}",
+            t.verbose
+        );
+        let report = t.get(&path, "text/plain").await?.text().await?;
+        out.push('\n');
+        out.push_str(&report);
+    }
+    Ok(out)
 }
 
 /// Runs a scenario file, step by step.

@@ -23,7 +23,7 @@ use connection::Shared;
 pub use phase::Limits;
 use phase::Phase;
 use tokio::{
-    net::TcpListener,
+    net::{TcpListener, TcpStream},
     sync::{OwnedSemaphorePermit, Semaphore, watch},
     time::{Instant, sleep},
 };
@@ -67,22 +67,8 @@ pub async fn serve(
             }
             // The client gave up before it was accepted: nothing to wait for.
             Err(e) if is_connection_error(&e) => continue,
-            // Out of file descriptors (or memory): a waiting connection gives its
-            // descriptor up, or, with none waiting, the loop pauses longer each time.
             Err(e) => {
-                if failing.due() {
-                    tracing::warn!(error = %e, "accept failed; backing off");
-                } else {
-                    tracing::debug!(error = %e, "accept failed; backing off");
-                }
-                let pause = match shared.registry.evict_one(&shared.limits) {
-                    Some(victim) => {
-                        backoff.reset();
-                        gone(victim).await;
-                        Duration::ZERO
-                    }
-                    None => backoff.next(),
-                };
+                let pause = after_failed_accept(&e, &shared, &mut failing, &mut backoff).await;
                 tokio::select! {
                     () = &mut shutdown => break,
                     () = sleep(pause) => continue,
@@ -104,17 +90,45 @@ pub async fn serve(
                 }
             }
         };
-        let open = Open::new(slot, &shared.metrics);
-        let conn = connection::serve_connection(stream, shared.clone());
-        tokio::spawn(async move {
-            conn.await;
-            drop(open);
-        });
+        spawn_connection(stream, slot, &shared);
     }
     drop(listener);
     shared.stop.cancel();
     // Every slot back means every connection is closed.
     let _all = slots.acquire_many(limits.max_connections).await;
+}
+
+/// After a failed accept, out of file descriptors (or memory): a waiting connection gives
+/// its descriptor up, or, with none waiting, the pause before the next accept grows.
+async fn after_failed_accept(
+    e: &io::Error,
+    shared: &Shared,
+    failing: &mut Throttle,
+    backoff: &mut Backoff,
+) -> Duration {
+    if failing.due() {
+        tracing::warn!(error = %e, "accept failed; backing off");
+    } else {
+        tracing::debug!(error = %e, "accept failed; backing off");
+    }
+    match shared.registry.evict_one(&shared.limits) {
+        Some(victim) => {
+            backoff.reset();
+            gone(victim).await;
+            Duration::ZERO
+        }
+        None => backoff.next(),
+    }
+}
+
+/// Serves an accepted connection in a task of its own, holding `slot` while it is open.
+fn spawn_connection(stream: TcpStream, slot: OwnedSemaphorePermit, shared: &Arc<Shared>) {
+    let open = Open::new(slot, &shared.metrics);
+    let conn = connection::serve_connection(stream, shared.clone());
+    tokio::spawn(async move {
+        conn.await;
+        drop(open);
+    });
 }
 
 /// Closes a waiting connection and takes its slot; while every connection is busy,

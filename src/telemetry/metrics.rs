@@ -70,132 +70,72 @@ impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new_custom(Some("feishu_bridge".into()), None)
             .expect("static registry options are valid");
-        let webhook_requests = IntCounterVec::new(
-            Opts::new(
+        let m = Self {
+            long_connection: LongConnMetrics::registered(&registry),
+            feed: FeedMetrics::registered(&registry),
+            digest: DigestMetrics::registered(&registry),
+            registry,
+            webhook_requests: counter_vec(
                 "webhook_requests_total",
                 "Feishu callback requests by outcome.",
+                &["profile", "kind", "outcome"],
             ),
-            &["profile", "kind", "outcome"],
-        )
-        .expect("valid metric");
-        let http_duration = HistogramVec::new(
-            HistogramOpts::new("http_request_duration_seconds", "HTTP request latency.").buckets(
-                vec![
-                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                ],
+            http_duration: histogram_vec(
+                "http_request_duration_seconds",
+                "HTTP request latency.",
+                LATENCY_BUCKETS,
+                &["route", "method", "status"],
             ),
-            &["route", "method", "status"],
-        )
-        .expect("valid metric");
-        let inbox_pending = IntGauge::new("inbox_pending", "Inbox events waiting for the worker.")
-            .expect("valid metric");
-        let inbox_failed = IntGauge::new(
-            "inbox_failed",
-            "Inbox events that exhausted their attempts.",
-        )
-        .expect("valid metric");
-        let inbox_retrying = IntGauge::new(
-            "inbox_retrying",
-            "Pending inbox events that failed at least once and wait for a retry.",
-        )
-        .expect("valid metric");
-        let inbox_depth = IntGaugeVec::new(
-            Opts::new(
+            inbox_pending: int_gauge("inbox_pending", "Inbox events waiting for the worker."),
+            inbox_failed: int_gauge(
+                "inbox_failed",
+                "Inbox events that exhausted their attempts.",
+            ),
+            inbox_retrying: int_gauge(
+                "inbox_retrying",
+                "Pending inbox events that failed at least once and wait for a retry.",
+            ),
+            inbox_depth: int_gauge_vec(
                 "inbox_depth",
                 "Inbox events not yet processed (pending or in hand), by profile.",
+                &["profile"],
             ),
-            &["profile"],
-        )
-        .expect("valid metric");
-        let inbox_oldest_age = GaugeVec::new(
-            Opts::new(
+            inbox_oldest_age: gauge_vec(
                 "inbox_oldest_pending_age_seconds",
                 "Age of the oldest inbox event not yet processed, by profile (0 when none).",
+                &["profile"],
             ),
-            &["profile"],
-        )
-        .expect("valid metric");
-        let worker_events_per_second = Gauge::new(
-            "worker_events_per_second",
-            "Inbox events the worker finished per second, averaged over the last 10 seconds.",
-        )
-        .expect("valid metric");
-        let events_processed = IntCounterVec::new(
-            Opts::new(
+            events_processed: counter_vec(
                 "events_processed_total",
                 "Inbox events processed by the worker.",
+                &["profile", "event_type", "outcome"],
             ),
-            &["profile", "event_type", "outcome"],
-        )
-        .expect("valid metric");
-        let store_errors = IntCounterVec::new(
-            Opts::new("store_errors_total", "Failed store operations."),
-            &["op"],
-        )
-        .expect("valid metric");
-        let commit_batch_size = HistogramVec::new(
-            HistogramOpts::new(
+            worker_events_per_second: gauge(
+                "worker_events_per_second",
+                "Inbox events the worker finished per second, averaged over the last 10 seconds.",
+            ),
+            worker_rate: Arc::new(RateMeter::default()),
+            store_errors: counter_vec("store_errors_total", "Failed store operations.", &["op"]),
+            commit_batch_size: histogram_vec(
                 "inbox_commit_batch_size",
                 "Events per group-commit transaction.",
-            )
-            .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
-            &["backend"],
-        )
-        .expect("valid metric");
-        let turns_finished = IntCounterVec::new(
-            Opts::new(
+                BATCH_BUCKETS,
+                &["backend"],
+            ),
+            turns_finished: counter_vec(
                 "turns_finished_total",
                 "Turns that ended, by outcome (answered, stopped, agent_failed, …).",
+                &["profile", "outcome"],
             ),
-            &["profile", "outcome"],
-        )
-        .expect("valid metric");
-        let http_connections = IntGauge::new(
-            "http_connections",
-            "HTTP connections being served now (at most server.max_connections).",
-        )
-        .expect("valid metric");
-        let http_connections_peak = IntGauge::new(
-            "http_connections_peak",
-            "Most HTTP connections served at once since start (at most server.max_connections).",
-        )
-        .expect("valid metric");
-        let http_connections_closed = IntCounterVec::new(
-            Opts::new(
-                "http_connections_closed_total",
-                "Connections the server closed: a time limit passed, or evicted to make room \
-                 at max_connections.",
+            http_connections: int_gauge(
+                "http_connections",
+                "HTTP connections being served now (at most server.max_connections).",
             ),
-            &["reason"],
-        )
-        .expect("valid metric");
-        for reason in ["header_timeout", "body_timeout", "idle_timeout", "evicted"] {
-            http_connections_closed.with_label_values(&[reason]);
-        }
-        let long_connection = LongConnMetrics::registered(&registry);
-        let feed = FeedMetrics::registered(&registry);
-        let digest = DigestMetrics::registered(&registry);
-        let m = Self {
-            long_connection,
-            feed,
-            digest,
-            registry,
-            webhook_requests,
-            http_duration,
-            inbox_pending,
-            inbox_failed,
-            inbox_retrying,
-            inbox_depth,
-            inbox_oldest_age,
-            events_processed,
-            worker_events_per_second,
-            worker_rate: Arc::new(RateMeter::default()),
-            store_errors,
-            commit_batch_size,
-            turns_finished,
-            http_connections,
-            http_connections_peak,
-            http_connections_closed,
+            http_connections_peak: int_gauge(
+                "http_connections_peak",
+                "Most HTTP connections served at once since start (at most server.max_connections).",
+            ),
+            http_connections_closed: http_connections_closed(),
         };
         m.register_all();
         m
@@ -246,4 +186,56 @@ impl Default for Metrics {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// Buckets of `http_request_duration_seconds`.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+/// Buckets of `inbox_commit_batch_size`.
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
+// The metrics' names, help and labels are fixed strings, so making one cannot fail.
+
+fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+fn int_gauge(name: &str, help: &str) -> IntGauge {
+    IntGauge::new(name, help).expect("valid metric")
+}
+
+fn int_gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+fn gauge(name: &str, help: &str) -> Gauge {
+    Gauge::new(name, help).expect("valid metric")
+}
+
+fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> GaugeVec {
+    GaugeVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+fn histogram_vec(name: &str, help: &str, buckets: &[f64], labels: &[&str]) -> HistogramVec {
+    HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+        labels,
+    )
+    .expect("valid metric")
+}
+
+/// `http_connections_closed_total`, every reason present from the start (at 0).
+fn http_connections_closed() -> IntCounterVec {
+    let closed = counter_vec(
+        "http_connections_closed_total",
+        "Connections the server closed: a time limit passed, or evicted to make room \
+         at max_connections.",
+        &["reason"],
+    );
+    for reason in ["header_timeout", "body_timeout", "idle_timeout", "evicted"] {
+        closed.with_label_values(&[reason]);
+    }
+    closed
 }

@@ -117,16 +117,9 @@ pub async fn answer(
         // Not one of this bridge's buttons.
         return json!({});
     };
-    let turn = match cx.turns.turn(&turn_id).await {
-        Ok(Some(t)) if t.profile == profile => t,
-        Ok(_) => return toast("error", "This button belongs to an answer I do not know."),
-        Err(e) => {
-            tracing::warn!(error = %e, "card action: turn not readable");
-            return toast(
-                "error",
-                "The bridge cannot read its database right now; try again.",
-            );
-        }
+    let turn = match pressed_turn(&cx, profile, &turn_id).await {
+        Ok(turn) => turn,
+        Err(answer) => return answer,
     };
     let job = serde_json::from_str::<TurnJob>(&turn.job_json).ok();
     if press.chat_id.as_ref().is_some_and(|c| *c != turn.chat_id)
@@ -137,76 +130,105 @@ pub async fn answer(
     }
     tracing::info!(profile, turn_id = %turn.turn_id, session_key = %turn.session_key, action, "card action");
     match action.as_str() {
-        ACTION_STOP => {
-            if cx.queues.cancel_label(&turn.turn_id) {
-                toast("success", "Stopping this answer.")
-            } else if turn.state == TurnState::Running {
-                // Running on another replica: it watches for the stop.
-                let leases = cx.leases.clone();
-                cx.background.spawn(async move {
-                    if let Err(e) = leases.request_stop_turn(&turn.turn_id, UnixMs::now()).await {
-                        tracing::warn!(turn_id = %turn.turn_id, error = %e, "a stop for a turn on another replica was not recorded; it runs on");
-                    }
-                });
-                toast("success", "Stopping this answer.")
-            } else if turn.state == TurnState::Queued {
-                // Not started yet: it never will.
-                let store = cx.turns.clone();
-                cx.background.spawn(async move {
-                    // `false` only means the turn ended meanwhile: nothing to record.
-                    if let Err(e) = store
-                        .end_turn(
-                            &turn.turn_id,
-                            TurnState::Cancelled,
-                            "stopped by the user",
-                            UnixMs::now(),
-                        )
-                        .await
-                    {
-                        tracing::warn!(turn_id = %turn.turn_id, error = %e, "a queued turn stopped from a card was not recorded as cancelled; it may still run");
-                    }
-                });
-                toast("success", "Cancelled before it started.")
-            } else {
-                toast("info", "This answer has already finished.")
-            }
-        }
-        ACTION_NEW_SESSION => {
-            let Some(scope) = job.map(|j| j.history_scope) else {
-                return toast("error", "This conversation can no longer be reset.");
-            };
-            // One write, in a task of its own: the answer waits for it only briefly, so
-            // a slow database delays the reset, never Feishu's answer.
-            let store = cx.sessions.clone();
-            let reset = cx.background.spawn(async move {
-                let fresh = new_session_id();
-                let done = store
-                    .reset_session(&SessionReset {
-                        profile: &turn.profile,
-                        key: &turn.session_key,
-                        history_scope: &scope,
-                        new_session_id: &fresh,
-                        now: UnixMs::now(),
-                    })
-                    .await;
-                match &done {
-                    Ok(_) => {
-                        tracing::info!(profile = %turn.profile, session_key = %turn.session_key, "session reset from a card")
-                    }
-                    Err(e) => tracing::warn!(error = %e, "session reset from a card failed"),
-                }
-                done.is_ok()
-            });
-            match tokio::time::timeout(ANSWER_WITHIN, reset).await {
-                Ok(Ok(true)) => toast(
-                    "success",
-                    "New session started: earlier messages will not be sent to the agent.",
-                ),
-                Ok(_) => toast("error", "The session could not be reset; try again."),
-                Err(_) => toast("info", "Starting a new session…"),
-            }
-        }
+        ACTION_STOP => stop(&cx, turn),
+        ACTION_NEW_SESSION => match job {
+            Some(job) => new_session(&cx, turn, job.history_scope).await,
+            None => toast("error", "This conversation can no longer be reset."),
+        },
         _ => toast("info", "Unknown action."),
+    }
+}
+
+/// The turn a button of `profile` names, or the toast that says why there is none.
+async fn pressed_turn(
+    cx: &ButtonContext<'_>,
+    profile: &str,
+    turn_id: &str,
+) -> Result<TurnRow, Value> {
+    match cx.turns.turn(turn_id).await {
+        Ok(Some(t)) if t.profile == profile => Ok(t),
+        Ok(_) => Err(toast(
+            "error",
+            "This button belongs to an answer I do not know.",
+        )),
+        Err(e) => {
+            tracing::warn!(error = %e, "card action: turn not readable");
+            Err(toast(
+                "error",
+                "The bridge cannot read its database right now; try again.",
+            ))
+        }
+    }
+}
+
+/// The stop button: cancels the turn here, asks its replica to stop it, or cancels it
+/// before it starts.
+fn stop(cx: &ButtonContext<'_>, turn: TurnRow) -> Value {
+    if cx.queues.cancel_label(&turn.turn_id) {
+        toast("success", "Stopping this answer.")
+    } else if turn.state == TurnState::Running {
+        // Running on another replica: it watches for the stop.
+        let leases = cx.leases.clone();
+        cx.background.spawn(async move {
+            if let Err(e) = leases.request_stop_turn(&turn.turn_id, UnixMs::now()).await {
+                tracing::warn!(turn_id = %turn.turn_id, error = %e, "a stop for a turn on another replica was not recorded; it runs on");
+            }
+        });
+        toast("success", "Stopping this answer.")
+    } else if turn.state == TurnState::Queued {
+        // Not started yet: it never will.
+        let store = cx.turns.clone();
+        cx.background.spawn(async move {
+            // `false` only means the turn ended meanwhile: nothing to record.
+            if let Err(e) = store
+                .end_turn(
+                    &turn.turn_id,
+                    TurnState::Cancelled,
+                    "stopped by the user",
+                    UnixMs::now(),
+                )
+                .await
+            {
+                tracing::warn!(turn_id = %turn.turn_id, error = %e, "a queued turn stopped from a card was not recorded as cancelled; it may still run");
+            }
+        });
+        toast("success", "Cancelled before it started.")
+    } else {
+        toast("info", "This answer has already finished.")
+    }
+}
+
+/// The "new session" button: rotates the turn's session, clearing `scope`'s history.
+async fn new_session(cx: &ButtonContext<'_>, turn: TurnRow, scope: String) -> Value {
+    // One write, in a task of its own: the answer waits for it only briefly, so a slow
+    // database delays the reset, never Feishu's answer.
+    let store = cx.sessions.clone();
+    let reset = cx.background.spawn(async move {
+        let fresh = new_session_id();
+        let done = store
+            .reset_session(&SessionReset {
+                profile: &turn.profile,
+                key: &turn.session_key,
+                history_scope: &scope,
+                new_session_id: &fresh,
+                now: UnixMs::now(),
+            })
+            .await;
+        match &done {
+            Ok(_) => {
+                tracing::info!(profile = %turn.profile, session_key = %turn.session_key, "session reset from a card")
+            }
+            Err(e) => tracing::warn!(error = %e, "session reset from a card failed"),
+        }
+        done.is_ok()
+    });
+    match tokio::time::timeout(ANSWER_WITHIN, reset).await {
+        Ok(Ok(true)) => toast(
+            "success",
+            "New session started: earlier messages will not be sent to the agent.",
+        ),
+        Ok(_) => toast("error", "The session could not be reset; try again."),
+        Err(_) => toast("info", "Starting a new session…"),
     }
 }
 

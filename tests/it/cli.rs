@@ -1,5 +1,6 @@
-//! The binary itself: config errors, migrate, healthcheck, serve with SIGTERM, and logs
-//! that never carry a secret or a message's text, even at trace level.
+//! The binary itself: config errors, the first run's hints, migrate, healthcheck, serve
+//! with SIGTERM, and logs that never carry a secret or a message's text, even at trace
+//! level.
 
 use crate::support::{
     Signer, TestApp, TestDb,
@@ -59,6 +60,27 @@ fn check_config_takes_secrets_from_the_environment_and_never_prints_them() {
     ] {
         assert!(!stdout.contains(secret), "{secret} printed");
     }
+}
+
+#[test]
+fn the_first_run_names_the_config_file_it_looked_for_and_the_demo() {
+    let dir = tempfile::tempdir().expect("dir");
+    // No config file anywhere. The database cannot be opened, so the run stops right
+    // after its first lines instead of serving on the default port.
+    let out = bridge(&[])
+        .current_dir(dir.path())
+        .env("DATABASE_URL", "sqlite://missing/bridge.db")
+        .output()
+        .expect("runs");
+    let logs = String::from_utf8_lossy(&out.stderr);
+    // The working directory as the binary sees it (symbolic links resolved).
+    let cwd = dir.path().canonicalize().expect("canonical");
+    let looked_for = cwd.join("feishu-bridge.toml");
+    assert!(
+        logs.contains(&format!("no config file at {}", looked_for.display())),
+        "{logs}"
+    );
+    assert!(logs.contains("run `sh examples/demo.sh`"), "{logs}");
 }
 
 #[test]

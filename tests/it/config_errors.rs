@@ -241,6 +241,7 @@ async fn serve_names_the_config_file_when_it_has_no_profiles() {
         "{logs}"
     );
     assert!(!logs.contains("feishu-bridge.toml"), "{logs}");
+    assert!(logs.contains("run `sh examples/demo.sh`"), "{logs}");
 }
 
 #[tokio::test]

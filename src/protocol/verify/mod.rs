@@ -124,70 +124,13 @@ pub fn verify_event(
     freshness: Freshness,
 ) -> Result<Verified, Rejection> {
     let (plaintext, signed) = match creds.encrypt {
-        Some((encrypt_key, aes)) => {
-            // The signature covers the raw bytes, so it is checked before they are parsed:
-            // an unsigned body that is not even JSON is refused like any unsigned one.
-            let signed = match (headers.timestamp, headers.nonce, headers.signature) {
-                (Some(ts), Some(nonce), Some(sig)) => {
-                    let expected = crypto::event_signature(ts, nonce, encrypt_key, body);
-                    if !crypto::signature_matches(&expected, sig) {
-                        return Err(Rejection::BadSignature("X-Lark-Signature does not match"));
-                    }
-                    true
-                }
-                _ => false,
-            };
-            let outer = match object::<Outer>(body) {
-                Some(outer) => outer,
-                None if signed => return Err(not_an_object()),
-                None => return Err(unsigned()),
-            };
-            let plaintext = match outer.encrypt {
-                Some(enc) => match crypto::decrypt(aes, &enc) {
-                    Ok(p) => p,
-                    Err(_) if signed => {
-                        return Err(Rejection::Undecryptable(
-                            "encrypt field could not be decrypted",
-                        ));
-                    }
-                    Err(_) => return Err(unsigned()),
-                },
-                None if signed => body.to_vec(),
-                None => return Err(unsigned()),
-            };
-            (plaintext, signed)
-        }
-        None => {
-            let outer: Outer = object(body).ok_or_else(not_an_object)?;
-            if outer.encrypt.is_some() {
-                return Err(Rejection::Undecryptable(
-                    "body is encrypted but the profile has no encrypt_key",
-                ));
-            }
-            (body.to_vec(), false)
-        }
+        Some((encrypt_key, aes)) => decrypted_body(encrypt_key, aes, headers, body)?,
+        None => (unencrypted_body(body)?, false),
     };
-
-    let probe: Probe = match object(&plaintext) {
-        Some(p) => p,
-        None if creds.encrypt.is_some() && !signed => return Err(unsigned()),
-        None => {
-            return Err(Rejection::MalformedJson(
-                "decrypted body is not a JSON object".into(),
-            ));
-        }
-    };
-    let classified = match envelope::classify(probe) {
-        Ok(c) => c,
-        Err(_) if creds.encrypt.is_some() && !signed => return Err(unsigned()),
-        Err(envelope::EnvelopeError::Missing(field)) => {
-            return Err(Rejection::MalformedJson(format!(
-                "not a Feishu callback: {field} missing"
-            )));
-        }
-    };
-
-    match classified {
+    // An unsigned request to a profile with an Encrypt Key: every failure past this
+    // point is answered like a missing signature (no padding or parsing oracle).
+    let unsigned_encrypted = creds.encrypt.is_some() && !signed;
+    match classified(&plaintext, unsigned_encrypted)? {
         Classified::Challenge { challenge, token } => {
             check_token(&token, creds.verification_token)?;
             Ok(Verified::Challenge(challenge))
@@ -201,7 +144,7 @@ pub fn verify_event(
             chat_key,
             create_time_secs,
         } => {
-            if creds.encrypt.is_some() && !signed {
+            if unsigned_encrypted {
                 return Err(unsigned());
             }
             check_token(&token, creds.verification_token)?;
@@ -218,6 +161,87 @@ pub fn verify_event(
                 payload,
             }))
         }
+    }
+}
+
+/// The plaintext of a body to a profile with an Encrypt Key, and whether it was signed.
+fn decrypted_body(
+    encrypt_key: &str,
+    aes: &AesKey,
+    headers: SignedHeaders<'_>,
+    body: &[u8],
+) -> Result<(Vec<u8>, bool), Rejection> {
+    // The signature covers the raw bytes, so it is checked before they are parsed: an
+    // unsigned body that is not even JSON is refused like any unsigned one.
+    let signed = signature_checked(encrypt_key, headers, body)?;
+    let outer = match object::<Outer>(body) {
+        Some(outer) => outer,
+        None if signed => return Err(not_an_object()),
+        None => return Err(unsigned()),
+    };
+    let plaintext = match outer.encrypt {
+        Some(enc) => match crypto::decrypt(aes, &enc) {
+            Ok(p) => p,
+            Err(_) if signed => {
+                return Err(Rejection::Undecryptable(
+                    "encrypt field could not be decrypted",
+                ));
+            }
+            Err(_) => return Err(unsigned()),
+        },
+        None if signed => body.to_vec(),
+        None => return Err(unsigned()),
+    };
+    Ok((plaintext, signed))
+}
+
+/// Whether the request carries all three signature headers; an error when it does and
+/// the signature does not match.
+fn signature_checked(
+    encrypt_key: &str,
+    headers: SignedHeaders<'_>,
+    body: &[u8],
+) -> Result<bool, Rejection> {
+    let (Some(ts), Some(nonce), Some(sig)) = (headers.timestamp, headers.nonce, headers.signature)
+    else {
+        return Ok(false);
+    };
+    let expected = crypto::event_signature(ts, nonce, encrypt_key, body);
+    if !crypto::signature_matches(&expected, sig) {
+        return Err(Rejection::BadSignature("X-Lark-Signature does not match"));
+    }
+    Ok(true)
+}
+
+/// The body to a profile without an Encrypt Key, which must not be encrypted.
+fn unencrypted_body(body: &[u8]) -> Result<Vec<u8>, Rejection> {
+    let outer: Outer = object(body).ok_or_else(not_an_object)?;
+    if outer.encrypt.is_some() {
+        return Err(Rejection::Undecryptable(
+            "body is encrypted but the profile has no encrypt_key",
+        ));
+    }
+    Ok(body.to_vec())
+}
+
+/// The plaintext read as a challenge or an event. When `unsigned_encrypted`, whatever
+/// does not read is refused as unsigned.
+fn classified(plaintext: &[u8], unsigned_encrypted: bool) -> Result<Classified, Rejection> {
+    let probe: Probe = match object(plaintext) {
+        Some(p) => p,
+        None if unsigned_encrypted => return Err(unsigned()),
+        None => {
+            return Err(Rejection::MalformedJson(
+                "decrypted body is not a JSON object".into(),
+            ));
+        }
+    };
+    match envelope::classify(probe) {
+        Ok(c) => Ok(c),
+        Err(_) if unsigned_encrypted => Err(unsigned()),
+        Err(envelope::EnvelopeError::Missing(field)) => Err(Rejection::MalformedJson(format!(
+            "not a Feishu callback: {field} missing"
+        ))),
     }
 }
 
