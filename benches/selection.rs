@@ -7,7 +7,7 @@
 //!   turned into selector candidates, `select_thread` in shared mode, and
 //!   `prompt::assemble` around the request (the topic root was delivered on an earlier
 //!   turn, so it is not read again);
-//! * `explain_latest`: `explanation::load` of the latest decision of the thread, as
+//! * `explain_latest`: `explain::load` of the latest decision of the thread, as
 //!   `GET /explain/{root_msg_id}` serves it.
 //!
 //! Each size gets a fresh database (a SQLite file in a temporary directory, a Postgres
@@ -46,14 +46,14 @@ use feishu_bridge::{
     config::{DatabaseConfig, WorkspaceMode},
     context::{
         collector::{metadata, token_estimate},
-        kinds::{EventType, ItemType, Role},
         prompt::{self, PromptParts},
         report::{ExcludedItem, SelectedItem},
         selector::{self, Diagnostics, Request, Selection},
     },
-    ops::explanation::{self, Query},
+    explain::{self, Query},
     store::{self, NewContextEvent, NewDecision, NewItem, Store},
     util::UnixMs,
+    vocab::{EventType, ItemType, Role},
 };
 use secrecy::SecretString;
 use sqlx::{Connection, Executor, PgConnection, postgres::PgConnectOptions};
@@ -167,7 +167,7 @@ fn event(thread: usize, k: usize, seq: i64, rng: &mut Rng) -> NewContextEvent {
     let (who, label) = PEOPLE[rng.below(PEOPLE.len())];
     let human = |event_type: EventType, message_id: String, item: bool| NewContextEvent {
         chat_id: CHAT_ID.into(),
-        chat_type: feishu_bridge::protocol::events::ChatType::Group,
+        chat_type: feishu_bridge::vocab::ChatType::Group,
         root_msg_id: root.clone(),
         thread_id: Some(format!("omt_{thread:016x}")),
         event_type,
@@ -202,7 +202,7 @@ fn event(thread: usize, k: usize, seq: i64, rng: &mut Rng) -> NewContextEvent {
     } else if roll < 90 {
         NewContextEvent {
             chat_id: CHAT_ID.into(),
-            chat_type: feishu_bridge::protocol::events::ChatType::Group,
+            chat_type: feishu_bridge::vocab::ChatType::Group,
             root_msg_id: root.clone(),
             thread_id: Some(format!("omt_{thread:016x}")),
             message_id: message_id.clone(),
@@ -540,7 +540,7 @@ async fn fixture(backend: &'static str, n: usize) -> Fixture {
         .record_decision(&decision(&selection, &prompt))
         .await
         .expect("record decision");
-    let explained = explanation::load(store.as_ref(), &query())
+    let explained = explain::load(store.as_ref(), &query())
         .await
         .expect("explain")
         .expect("a decision");
@@ -622,7 +622,7 @@ fn selection(c: &mut Criterion) {
         let store = f.store.as_ref();
         group.bench_function(BenchmarkId::new(f.backend, f.n), |b| {
             b.iter(|| {
-                rt.block_on(explanation::load(black_box(store), &query()))
+                rt.block_on(explain::load(black_box(store), &query()))
                     .expect("explain")
             });
         });

@@ -88,7 +88,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             let profile = profile
                 .or_else(|| config.profiles.first().map(|p| p.name.clone()))
                 .unwrap_or_default();
-            let q = ops::explanation::Query {
+            let q = feishu_bridge::explain::Query {
                 profile: &profile,
                 root_msg_id: &root_msg_id,
                 message_id: message_id.as_deref(),

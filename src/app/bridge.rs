@@ -12,7 +12,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::state::{App, AppState, ProfileKeys};
+use crate::state::{App, AppState, ProfileKeys};
 use crate::{
     agent::PendingCallbacks,
     config::{Config, Connection},
@@ -24,7 +24,7 @@ use crate::{
         outbound::{FeishuOutbound, Outbound},
     },
     inbox::{Committer, Pipeline, Worker},
-    longconn::session::LongConnection,
+    longconn::{self, session::LongConnection},
     store::{self, Store},
     telemetry::Metrics,
     turns::{Recovery, ReplicaDuties, RunnerParts, TurnRunner, queue::SessionQueues},
@@ -232,7 +232,7 @@ fn assemble(
     clock: Arc<dyn Clock>,
 ) -> App {
     let config = Arc::new(config);
-    let http = super::clients::open_api(&config.egress, Duration::from_secs(10));
+    let http = crate::config::clients::open_api(&config.egress, Duration::from_secs(10));
     // One call budget per app: profiles of the same app share Feishu's limits, and so do
     // the replicas on one Postgres database.
     let api_share = Arc::new(ApiShare::default());
@@ -261,7 +261,7 @@ fn assemble(
         .collect();
     let callbacks = Arc::new(PendingCallbacks::default());
     // The agent client has no overall timeout: each backend bounds its own turns.
-    let agent_http = super::clients::unbounded(&config.egress);
+    let agent_http = crate::config::clients::unbounded(&config.egress);
     let agents = crate::agent::backends(&config, &agent_http, &callbacks);
     let feed = Arc::new(Feed::new(
         config.clone(),
@@ -303,14 +303,19 @@ fn assemble(
 /// Starts the long connection of every profile that receives over one.
 fn start_long_connections(state: &AppState, stops: &Stops) -> Vec<JoinHandle<()>> {
     // No overall timeout: the socket lives long; each request bounds itself.
-    let http = super::clients::unbounded(&state.config.egress);
+    let http = crate::config::clients::unbounded(&state.config.egress);
+    let parts = longconn::Parts {
+        presses: state.presses(),
+        metrics: state.metrics.clone(),
+        connections: state.connections.clone(),
+    };
     state
         .config
         .profiles
         .iter()
         .filter(|p| p.connection == Connection::Websocket)
         .map(|p| {
-            let conn = LongConnection::new(state.clone(), p, http.clone(), stops.ingress.clone());
+            let conn = LongConnection::new(parts.clone(), p, http.clone(), stops.ingress.clone());
             tokio::spawn(conn.run())
         })
         .collect()

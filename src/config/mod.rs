@@ -6,6 +6,7 @@
 //! finds ([`ConfigErrors`]). Settings that are accepted but ignored are
 //! [`Config::warnings`].
 
+pub(crate) mod clients;
 mod digest;
 mod egress;
 mod error;

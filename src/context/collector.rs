@@ -6,12 +6,10 @@
 
 use serde_json::json;
 
-use super::kinds::{EventType, ItemType, Role};
 use crate::{
-    protocol::events::ChatType,
     routing::{Place, Record, Route},
-    store::{NewContextEvent, NewItem},
     util::UnixMs,
+    vocab::{ChatType, EventType, ItemType, NewContextEvent, NewItem, Role},
 };
 
 /// One message as the bridge records it: where it sits, who sent it (and how the agent

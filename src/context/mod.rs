@@ -5,7 +5,6 @@
 //! the store writes them.
 
 pub mod collector;
-pub mod kinds;
 pub mod prompt;
 pub mod report;
 pub mod selector;

@@ -168,7 +168,7 @@ mod tests {
             item_id: 1,
             message_id: "om_1".into(),
             created_at: crate::util::UnixMs(1_000),
-            item_type: crate::context::kinds::ItemType::HumanMessage,
+            item_type: crate::vocab::kinds::ItemType::HumanMessage,
             author_label: label.into(),
             text: text.into(),
             truncated: false,

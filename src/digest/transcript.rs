@@ -88,7 +88,7 @@ fn newest_within(lines: &[String], max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{context::kinds::EventType, util::UnixMs};
+    use crate::{util::UnixMs, vocab::kinds::EventType};
 
     fn row(id: i64, message_id: &str, who: &str, text: &str) -> ContextEventRow {
         ContextEventRow {

@@ -46,14 +46,14 @@ pub async fn explain(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let profile = super::profile_or_first(&app, q.profile)?;
-    let query = crate::ops::explanation::Query {
+    let query = crate::explain::Query {
         profile: &profile,
         root_msg_id: &root_msg_id,
         message_id: q.message_id.as_deref(),
         decision_id: q.decision_id,
         verbose: q.verbose,
     };
-    let found = crate::ops::explanation::load(app.store.as_ref(), &query)
+    let found = crate::explain::load(app.store.as_ref(), &query)
         .await
         .map_err(ApiError::store)?;
     let Some(e) = found else {

@@ -10,7 +10,7 @@ use axum::{
 };
 
 use super::{ApiError, AppState, auth};
-use crate::app::state::App;
+use crate::state::App;
 
 /// Prometheus metrics. Open unless `server.protect_metrics` is set.
 #[utoipa::path(get, path = "/metrics", tag = "operations",

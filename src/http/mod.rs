@@ -26,7 +26,7 @@ pub use auth::{Admin, AdminAuth};
 pub use error::{AdminErrors, ApiError, CallbackErrors, ErrorBody, ErrorDetail};
 pub use router::router;
 
-pub use crate::app::state::AppState;
+pub use crate::state::AppState;
 
 /// The named profile, or the first configured one; `unknown_profile` otherwise.
 fn profile_or_first(app: &AppState, profile: Option<String>) -> Result<String, ApiError> {

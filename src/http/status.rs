@@ -6,9 +6,9 @@ use utoipa::ToSchema;
 
 use super::{Admin, ApiError, ErrorBody};
 use crate::{
-    app::state::App,
     config::{Connection, DigestConfig, Profile},
     longconn::status::ConnView,
+    state::App,
     store::{DigestRunRow, InboxCounts, InboxProblem, ProfileBacklog, ReplicaRow},
     util::UnixMs,
 };

@@ -9,12 +9,12 @@
 
 use crate::{
     feishu_api::outbound::{Format, Outbound, OutboundError, Reply},
-    protocol::events::ChatType,
     routing::{Command, HELP},
     store::ReplyKind,
     store::{SessionReset, SessionRow, SessionStore, StoreError, TurnLeases},
     turns::queue::SessionQueues,
     util::{UnixMs, new_session_id},
+    vocab::ChatType,
 };
 
 /// Why a command did not complete.

@@ -26,7 +26,7 @@ use crate::{
     inbox::routed::RoutedMessage,
     protocol::{
         content,
-        events::{self, ChatType, MessageReceive, TypedEvent},
+        events::{self, MessageReceive, TypedEvent},
     },
     routing::{self, Inbound, Place, Reason, Record, Sender, Verdict},
     store::{
@@ -36,6 +36,7 @@ use crate::{
     turns::TurnRunner,
     turns::queue::SessionQueues,
     util::UnixMs,
+    vocab::ChatType,
 };
 
 /// Why an event could not be processed. Messages never contain payload content.

@@ -48,7 +48,7 @@ pub struct Processed {
     pub outcome: Outcome,
 }
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// What became of one processing attempt (a metrics label).
     pub enum Outcome("processing outcome") {
         /// Processed.

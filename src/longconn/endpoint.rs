@@ -178,7 +178,7 @@ mod tests {
         let (addr, asked) = super::super::tunnel::tests::proxy(answer.to_vec()).await;
         let env = |k: &str| (k == "HTTPS_PROXY").then(|| format!("http://bob:pw@{addr}"));
         let config = crate::config::load_from_str("", &env).expect("valid");
-        let http = crate::app::clients::unbounded(&config.egress);
+        let http = crate::config::clients::unbounded(&config.egress);
         let secret = SecretString::from("app-secret");
         let base = "https://open.feishu.invalid";
         let got = fetch(&http, &config.egress, base, "cli_x", &secret).await;

@@ -11,13 +11,13 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::Parts;
 use crate::{
-    app::AppState,
     inbox::{
         arrival::Arrival,
         press::{Answered, working_on_it},
     },
-    protocol::verify::accept_pushed,
+    protocol::{crypto::AesKey, verify::accept_pushed},
 };
 
 /// How a message was handled: the acknowledgement's code and `data`.
@@ -45,18 +45,20 @@ impl Handled {
 /// Handles one profile's messages.
 #[derive(Clone)]
 pub struct Ingest {
-    app: AppState,
+    parts: Parts,
     profile: String,
+    aes: Option<AesKey>,
     ack_deadline: Duration,
 }
 
 impl Ingest {
-    /// For `profile`'s connection.
-    pub fn new(app: AppState, profile: &str) -> Self {
-        let ack_deadline = Duration::from_millis(app.config.server.ack_deadline_ms);
+    /// For `profile`'s connection, its events decrypted with `aes`.
+    pub fn new(parts: Parts, profile: &str, aes: Option<AesKey>) -> Self {
+        let ack_deadline = Duration::from_millis(parts.config().server.ack_deadline_ms);
         Self {
-            app,
+            parts,
             profile: profile.to_string(),
+            aes,
             ack_deadline,
         }
     }
@@ -64,8 +66,7 @@ impl Ingest {
     /// Stores (and, for a press, answers) a complete message that arrived at `arrived`.
     pub async fn handle(&self, payload: &[u8], arrived: Instant) -> Handled {
         let profile = self.profile.as_str();
-        let aes = self.app.profiles.get(profile).and_then(|k| k.aes());
-        let event = match accept_pushed(payload, aes) {
+        let event = match accept_pushed(payload, self.aes.as_ref()) {
             Ok(event) => event,
             Err(e) => {
                 tracing::warn!(profile, code = e.code(), reason = %e, "a pushed message is not an event the bridge can read");
@@ -82,7 +83,7 @@ impl Ingest {
         let deadline = arrived + self.ack_deadline;
         let (event_id, event_type) = (arrival.row.event_id.clone(), arrival.row.event_type.clone());
         if arrival.is_press {
-            return match self.app.presses().receive(arrival.row, deadline).await {
+            return match self.parts.presses.receive(arrival.row, deadline).await {
                 Answered::Done(_, body) => Handled::ok(Some(body)),
                 Answered::Deferred => Handled::ok(Some(working_on_it())),
                 Answered::NotStored(e) => {
@@ -93,14 +94,14 @@ impl Ingest {
             };
         }
         let handled = arrival.handled;
-        match arrival.store(&self.app.committer, deadline).await {
+        match arrival.store(&self.parts.presses.committer, deadline).await {
             Ok(outcome) => {
                 let label = Arrival::label(outcome, handled);
                 tracing::info!(profile, %event_id, %event_type, outcome = label, "pushed event stored");
                 Handled::ok(None)
             }
             Err(e) => {
-                self.app.metrics.store_error("insert_inbox_pushed");
+                self.parts.metrics.store_error("insert_inbox_pushed");
                 tracing::warn!(profile, %event_id, error = %e, "a pushed event was not stored; Feishu will push it again");
                 Handled::failed()
             }

@@ -14,7 +14,7 @@
 //! when the environment names one; [`session`] keeps one profile's connection up
 //! (pings, pong timeout, reconnects) and hands each complete message to [`ingest`],
 //! which stores it and builds its acknowledgement; [`status`] is what `/status` shows
-//! of each connection.
+//! of each connection. Of the application they take only [`Parts`].
 
 pub mod ack;
 pub mod client_config;
@@ -24,6 +24,7 @@ pub mod endpoint;
 pub mod fragments;
 pub mod frame;
 pub mod ingest;
+mod parts;
 pub mod session;
 pub mod status;
 pub mod tunnel;
@@ -31,3 +32,4 @@ pub mod tunnel;
 pub use client_config::{ClientConfig, Timing};
 pub use fragments::{FragmentError, FragmentLimits, Fragments};
 pub use frame::{Frame, FrameError, Header, Kind, METHOD_CONTROL, METHOD_DATA};
+pub use parts::Parts;

@@ -27,6 +27,7 @@ use tokio::{
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+use super::Parts;
 use super::{
     Timing,
     clock::{before_attempt, ping_timer, pong_timeout, sleep_until},
@@ -37,14 +38,14 @@ use super::{
     ingest::Ingest,
     status::ConnState,
 };
-use crate::{app::AppState, config::Profile, util::UnixMs};
+use crate::{config::Profile, protocol::crypto::AesKey, util::UnixMs};
 
 /// Acknowledgements queued for the socket.
 const OUTBOX: usize = 1024;
 
 /// One profile's connection.
 pub struct LongConnection {
-    app: AppState,
+    parts: Parts,
     profile: String,
     app_id: String,
     app_secret: SecretString,
@@ -71,14 +72,15 @@ enum Ended {
 impl LongConnection {
     /// `profile`'s connection (it has an app secret: validated), until `stop`.
     pub fn new(
-        app: AppState,
+        parts: Parts,
         profile: &Profile,
         http: reqwest::Client,
         stop: CancellationToken,
     ) -> Self {
+        let aes = profile.encrypt_key().map(AesKey::derive);
         Self {
-            ingest: Ingest::new(app.clone(), &profile.name),
-            app,
+            ingest: Ingest::new(parts.clone(), &profile.name, aes),
+            parts,
             profile: profile.name.clone(),
             app_id: profile.app_id.clone(),
             app_secret: profile
@@ -94,8 +96,8 @@ impl LongConnection {
     /// Keeps the connection up until the shutdown or a fatal refusal.
     pub async fn run(self) {
         let profile = self.profile.as_str();
-        let conns = &self.app.connections;
-        let metrics = &self.app.metrics.long_connection;
+        let conns = &self.parts.connections;
+        let metrics = &self.parts.metrics.long_connection;
         let mut timing = Timing::default();
         // Reconnect attempts in this round: since the start, or since a connection that
         // was up was lost.
@@ -155,7 +157,7 @@ impl LongConnection {
     async fn connect_once(&self, timing: &mut Timing) -> Ended {
         let fetched = tokio::select! {
             () = self.stop.cancelled() => return Ended::Shutdown,
-            f = endpoint::fetch(&self.http, &self.app.config.egress, &self.api_base, &self.app_id, &self.app_secret) => f,
+            f = endpoint::fetch(&self.http, &self.parts.config().egress, &self.api_base, &self.app_id, &self.app_secret) => f,
         };
         let endpoint = match fetched {
             Ok(e) => e,
@@ -167,7 +169,7 @@ impl LongConnection {
         };
         let dialled = tokio::select! {
             () = self.stop.cancelled() => return Ended::Shutdown,
-            d = dial::dial(&endpoint.url, &self.app.config.egress) => d,
+            d = dial::dial(&endpoint.url, &self.parts.config().egress) => d,
         };
         let socket = match dialled {
             Ok(s) => s,
@@ -175,11 +177,11 @@ impl LongConnection {
         };
         let profile = self.profile.as_str();
         tracing::info!(profile, "long connection up");
-        self.app
+        self.parts
             .connections
             .set(profile, ConnState::Connected, None, None);
         let gauge = self
-            .app
+            .parts
             .metrics
             .long_connection
             .connected
@@ -213,7 +215,7 @@ impl LongConnection {
                     if let Err(e) = self.write(&mut sink, &Frame::ping(service), "ping").await {
                         break Ended::Lost(e, heard);
                     }
-                    self.app.connections.pinged(profile);
+                    self.parts.connections.pinged(profile);
                     pong_due.get_or_insert(Instant::now() + pong_timeout(timing.ping_interval));
                 }
                 () = sleep_until(due) => {
@@ -267,7 +269,7 @@ impl LongConnection {
         match frame.kind() {
             Kind::Pong => {
                 self.count("in", "pong");
-                self.app.connections.ponged(profile);
+                self.parts.connections.ponged(profile);
                 self.adopt_settings(&frame, timing, pings);
             }
             Kind::Event | Kind::Card => {
@@ -345,7 +347,7 @@ impl LongConnection {
             }
         };
         let (ingest, out) = (self.ingest.clone(), out.clone());
-        let metrics = self.app.metrics.long_connection.clone();
+        let metrics = self.parts.metrics.long_connection.clone();
         let profile = profile.to_string();
         inflight.spawn(async move {
             let handled = ingest.handle(&whole, now).await;
@@ -371,7 +373,7 @@ impl LongConnection {
     ) {
         inflight.close();
         let deadline = Instant::now()
-            + Duration::from_millis(self.app.config.server.ack_deadline_ms)
+            + Duration::from_millis(self.parts.config().server.ack_deadline_ms)
             + Duration::from_millis(500);
         loop {
             tokio::select! {
@@ -407,7 +409,7 @@ impl LongConnection {
     }
 
     fn count(&self, direction: &str, kind: &str) {
-        self.app
+        self.parts
             .metrics
             .long_connection
             .frames

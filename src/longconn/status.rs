@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 use crate::util::UnixMs;
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// Where a long connection stands.
     pub enum ConnState("connection state") {
         /// Fetching an endpoint and dialling it.

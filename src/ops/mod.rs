@@ -1,7 +1,6 @@
 //! One-shot CLI commands: `migrate`, `check-config`, `healthcheck`, `digest`.
 
 pub mod digests;
-pub mod explanation;
 pub mod simulate;
 
 use std::time::Duration;
@@ -87,7 +86,7 @@ pub async fn healthcheck(url: &str, timeout: Duration) -> anyhow::Result<()> {
 /// The `explain` CLI: opens the database named by the config, reads the decision.
 pub async fn explain(
     config: &Config,
-    q: crate::ops::explanation::Query<'_>,
+    q: crate::explain::Query<'_>,
     json: bool,
 ) -> anyhow::Result<String> {
     anyhow::ensure!(
@@ -98,7 +97,7 @@ pub async fn explain(
     let store = store::open(&config.database)
         .await
         .with_context(|| format!("cannot open database {}", config.database.redacted_url()))?;
-    let found = crate::ops::explanation::load(store.as_ref(), &q)
+    let found = crate::explain::load(store.as_ref(), &q)
         .await
         .context("cannot read the decision")?;
     let Some(e) = found else {

@@ -84,24 +84,6 @@ pub fn parse(event_type: &str, payload: &str) -> Result<TypedEvent, ParseError> 
     })
 }
 
-crate::spelled! {
-    /// What kind of chat a message is in.
-    pub enum ChatType("chat type") {
-        /// A private chat with the bot.
-        P2p,
-        /// A group chat (topic groups included).
-        Group,
-    }
-}
-
-impl ChatType {
-    /// A message's `chat_type` as Feishu sends it: `p2p` is a private chat, and every
-    /// other kind of chat Feishu names behaves as a group.
-    pub fn of(chat_type: &str) -> Self {
-        Self::parse(chat_type).unwrap_or(Self::Group)
-    }
-}
-
 /// Sender ids; `user_id` needs an extra scope and may be null.
 #[derive(Debug, Clone, Deserialize, Default)]
 pub struct UserIds {

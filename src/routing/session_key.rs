@@ -9,7 +9,7 @@
 
 use crate::{
     config::{GroupScope, Profile},
-    protocol::events::ChatType,
+    vocab::ChatType,
 };
 
 /// Where a message sits in its chat.

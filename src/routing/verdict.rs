@@ -1,7 +1,7 @@
 //! The routing verdict of a message and its stable reason: what `GET
 //! /explain/message/{id}` shows and what the routing table records.
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// The three verdicts.
     pub enum Verdict("verdict") {
         /// Nothing happens.
@@ -13,7 +13,7 @@ crate::spelled! {
     }
 }
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// Why a message got its verdict.
     pub enum Reason("verdict reason") {
         /// A private chat, and its sender may invoke.

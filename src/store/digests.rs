@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use super::{ContextEventRow, SessionRow, StoreError};
 use crate::util::UnixMs;
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// What started a run.
     pub enum DigestTrigger("digest trigger") {
         /// The daily schedule, inside its window.
@@ -17,7 +17,7 @@ crate::spelled! {
     }
 }
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// Where a session's digest stands.
     pub enum DigestStatus("digest status") {
         /// Stored (and in the day's file); the session is reset next. A run that stopped
@@ -32,7 +32,7 @@ crate::spelled! {
     }
 }
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// Why a digest has the status it has.
     pub enum DigestReason("digest reason") {
         /// Summarized.

@@ -3,11 +3,11 @@
 
 use async_trait::async_trait;
 
-use super::{NewContextEvent, NewSession, NewTurn, SessionRow, StoreError};
+use super::{NewSession, NewTurn, SessionRow, StoreError};
 use crate::util::UnixMs;
 use crate::{
-    context::{kinds::EventType, selector::Candidate},
     routing::{Reason, Verdict},
+    vocab::{Candidate, EventType, NewContextEvent},
 };
 
 /// A thread as one profile recorded it: each profile reads its own records of a thread.

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use super::StoreError;
 use crate::util::UnixMs;
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// Where a gathered message stands.
     pub enum FeedItemState("feed item state") {
         /// Waiting for its session's next segment.
@@ -22,7 +22,7 @@ crate::spelled! {
     }
 }
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// Where a segment stands.
     pub enum SegmentState("feed segment state") {
         /// Packed, waiting for room among its session's unread segments.

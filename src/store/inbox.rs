@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::StoreError;
 use crate::util::UnixMs;
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// Inbox row status.
     pub enum InboxStatus("inbox status") {
         /// Waiting for a worker (possibly until `next_attempt_at`).

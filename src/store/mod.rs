@@ -22,7 +22,6 @@ mod inbox;
 mod outbound;
 mod pg_tls;
 mod postgres;
-mod records;
 mod sessions;
 pub(crate) mod sql;
 mod sqlite;
@@ -33,6 +32,8 @@ mod writer_gate;
 
 use std::{sync::Arc, time::Duration};
 
+/// The records the event log is written from (they live on the ground floor, `vocab`).
+pub use crate::vocab::{NewContextEvent, NewItem};
 pub use api_calls::{ApiCalls, CallLimits, CallRoom};
 pub use database::Database;
 pub use decisions::{DecisionRow, DecisionStore, NewDecision};
@@ -54,7 +55,6 @@ pub use inbox::{
 };
 pub use outbound::{NewOutbound, OutboundRow, OutboundStore, ReplyKind};
 pub use postgres::PgStore;
-pub use records::{NewContextEvent, NewItem};
 use secrecy::ExposeSecret;
 pub use sessions::{NewSession, SessionReset, SessionRow, SessionStore};
 pub use sqlite::SqliteStore;

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use super::StoreError;
 use crate::util::UnixMs;
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// What a reply is.
     pub enum ReplyKind("reply kind") {
         /// A command's answer.

@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 
 use super::StoreError;
-use crate::protocol::events::ChatType;
 use crate::util::UnixMs;
+use crate::vocab::ChatType;
 
 /// A session mapping to create (or touch, when it exists).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,10 +2,11 @@
 
 use async_trait::async_trait;
 
-use super::{NewContextEvent, NewDecision, StoreError};
+use super::{NewDecision, StoreError};
 use crate::util::UnixMs;
+use crate::vocab::NewContextEvent;
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// A turn's state. `queued → running → succeeded | failed | cancelled`.
     #[derive(utoipa::ToSchema)]
     #[schema(rename_all = "lowercase")]

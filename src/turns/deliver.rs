@@ -16,21 +16,16 @@ use super::{
 };
 use crate::{
     config::Config,
-    context::{
-        collector::token_estimate,
-        kinds::{EventType, ItemType, Role},
-        selector::truncate,
-    },
+    context::{collector::token_estimate, selector::truncate},
     feishu_api::{
         Urgency, fit,
         identity::Identities,
         outbound::{CardUpdate, Format, Outbound, OutboundError, PostedCard},
         reply::Sent,
     },
-    store::{
-        NewContextEvent, NewItem, ReplyKind, StoreError, TurnCompletion, TurnState, TurnStore,
-    },
+    store::{ReplyKind, StoreError, TurnCompletion, TurnState, TurnStore},
     util::UnixMs,
+    vocab::{EventType, ItemType, NewContextEvent, NewItem, Role},
 };
 
 /// What the user is told about a turn a restart or shutdown interrupted.

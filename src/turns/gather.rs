@@ -9,14 +9,14 @@ use super::job::TurnJob;
 use crate::{
     config::{Config, Profile, WorkspaceMode},
     context::{
-        kinds::{Exclusion, ItemType},
         prompt::{self, PromptParts},
         report::{SelectedItem, preview},
-        selector::{self, Candidate, Request, Selected, Selection},
+        selector::{self, Request, Selected, Selection},
     },
     feishu_api::{FeishuClient, identity::Identities},
     store::{EventLog, NewDecision, SessionRow, StoreError},
     util::UnixMs,
+    vocab::{Candidate, Exclusion, ItemType},
 };
 
 /// Everything the prompt of one turn is made of, with the record of why.

@@ -8,10 +8,10 @@ use crate::{
     config::WorkspaceMode,
     context::collector::Message,
     feishu_api::outbound::{Format, OutboundError, Reply},
-    protocol::events::ChatType,
     store::{NewTurn, StoreError},
     store::{ProfileThread, ReplyKind},
     util::UnixMs,
+    vocab::ChatType,
 };
 
 /// A turn as routing hands it over (and as it is stored, to run again after a restart).
@@ -165,7 +165,7 @@ pub struct TurnDone {
     pub outcome: Outcome,
 }
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// How a turn ended (a metrics label, and what observers are told).
     pub enum Outcome("turn outcome") {
         /// The agent answered and the answer was posted.

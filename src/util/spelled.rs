@@ -53,8 +53,6 @@ pub const fn snake<const N: usize>(name: &str) -> [u8; N] {
 }
 
 /// The spelling of the variant named `$variant`, as a `&'static str` constant.
-#[doc(hidden)]
-#[macro_export]
 macro_rules! spelling {
     ($variant:ident) => {{
         const NAME: &str = stringify!($variant);
@@ -67,6 +65,7 @@ macro_rules! spelling {
         TEXT
     }};
 }
+pub(crate) use spelling;
 
 /// Defines an enum whose variants are spelled as their names in snake_case:
 ///
@@ -81,7 +80,6 @@ macro_rules! spelling {
 ///     }
 /// }
 /// ```
-#[macro_export]
 macro_rules! spelled {
     (
         $(#[$meta:meta])*
@@ -100,12 +98,12 @@ macro_rules! spelled {
             pub const ALL: &'static [Self] = &[$(Self::$variant),+];
 
             /// Every spelling, in declaration order.
-            pub const SPELLINGS: &'static [&'static str] = &[$($crate::spelling!($variant)),+];
+            pub const SPELLINGS: &'static [&'static str] = &[$($crate::util::spelled::spelling!($variant)),+];
 
             /// Its spelling.
             pub fn as_str(self) -> &'static str {
                 match self {
-                    $(Self::$variant => $crate::spelling!($variant)),+
+                    $(Self::$variant => $crate::util::spelled::spelling!($variant)),+
                 }
             }
 
@@ -153,10 +151,11 @@ macro_rules! spelled {
         }
     };
 }
+pub(crate) use spelled;
 
 #[cfg(test)]
 mod tests {
-    crate::spelled! {
+    crate::util::spelled::spelled! {
         /// A test enum.
         enum Colour("colour") {
             /// Red.

@@ -1,7 +1,9 @@
 //! The shape of the source tree, read from its own imports: every file is a module, every
-//! path in its code (unit tests aside) an arrow to the module it names. The
-//! arrows must never close a loop, and the pure layers must not reach for the database
-//! or the HTTP documentation.
+//! path in its code (unit tests aside) an arrow to the module it names. The arrows must
+//! never close a loop, between files nor between folders (the top-level modules); the
+//! ground floor (`vocab`) stands on `util` alone, the long connection takes parts of the
+//! application rather than the application, and the pure layers must not reach for the
+//! database or the HTTP documentation.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -353,10 +355,7 @@ fn no_module_imports_one_that_imports_it_back() {
     );
     let arrows: usize = edges.values().map(BTreeSet::len).sum();
     assert!(arrows > 100, "imports were read: {arrows}");
-    assert!(
-        edges["http"].contains("app::state"),
-        "a known import is seen"
-    );
+    assert!(edges["http"].contains("state"), "a known import is seen");
     if let Some(cycle) = find_loop(&edges) {
         panic!("import loop: {}", cycle.join(" → "));
     }
@@ -419,4 +418,77 @@ fn the_context_engine_uses_neither_sqlx_nor_utoipa() {
             assert!(word != "sqlx" && word != "utoipa", "{module} names {word}");
         }
     }
+}
+
+/// The folder (top-level module) `module` lives in: `turns::runner` → `turns`.
+fn folder(module: &str) -> &str {
+    module.split("::").next().unwrap_or(module)
+}
+
+/// Folder → the folders its files import, with one file-level arrow that makes each.
+fn folder_graph(
+    edges: &BTreeMap<String, BTreeSet<String>>,
+) -> BTreeMap<String, BTreeMap<String, (String, String)>> {
+    let mut out: BTreeMap<String, BTreeMap<String, (String, String)>> = BTreeMap::new();
+    for (module, targets) in edges {
+        let from = folder(module);
+        let entry = out.entry(from.to_string()).or_default();
+        for target in targets {
+            let to = folder(target);
+            if to != from && !to.is_empty() && !from.is_empty() {
+                entry
+                    .entry(to.to_string())
+                    .or_insert_with(|| (module.clone(), target.clone()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_folder_imports_one_that_imports_it_back() {
+    let folders = folder_graph(&graph());
+    assert!(folders.len() > 10, "folders were read: {}", folders.len());
+    let arrows: BTreeMap<String, BTreeSet<String>> = folders
+        .iter()
+        .map(|(f, to)| (f.clone(), to.keys().cloned().collect()))
+        .collect();
+    if let Some(cycle) = find_loop(&arrows) {
+        let why: Vec<String> = cycle
+            .windows(2)
+            .map(|w| {
+                let (m, t) = &folders[&w[0]][&w[1]];
+                format!("{} → {} ({m} imports {t})", w[0], w[1])
+            })
+            .collect();
+        panic!("folder loop:\n  {}", why.join("\n  "));
+    }
+}
+
+#[test]
+fn the_ground_floor_stands_on_util_alone() {
+    let folders = folder_graph(&graph());
+    let below: BTreeSet<&String> = folders["vocab"].keys().collect();
+    assert!(
+        below.iter().all(|f| *f == "util"),
+        "vocab imports {below:?}"
+    );
+    for user in ["store", "context", "routing"] {
+        assert!(
+            folders[user].contains_key("vocab"),
+            "{user} speaks the vocabulary"
+        );
+    }
+}
+
+#[test]
+fn the_long_connection_takes_parts_of_the_app_not_the_app() {
+    let folders = folder_graph(&graph());
+    for above in ["app", "state", "http", "ops"] {
+        assert!(
+            !folders["longconn"].contains_key(above),
+            "longconn imports {above}"
+        );
+    }
+    assert!(folders["app"].contains_key("longconn"), "the app starts it");
 }

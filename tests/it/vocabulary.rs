@@ -3,15 +3,15 @@
 //! written, so each vocabulary is pinned here, word for word.
 
 use feishu_bridge::{
-    context::kinds::{EventType, Exclusion, ItemType, Role},
     inbox,
-    protocol::events::ChatType,
     routing::{Reason, Verdict},
     store::{
         DigestReason, DigestStatus, DigestTrigger, FeedItemState, InboxStatus, ReplyKind,
         SegmentState, TurnState,
     },
     turns,
+    vocab::ChatType,
+    vocab::kinds::{EventType, Exclusion, ItemType, Role},
 };
 
 #[test]

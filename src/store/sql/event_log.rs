@@ -51,14 +51,14 @@ pub(crate) const CANDIDATE_COLUMNS: &str = "i.id AS item_id, e.id AS event_id, e
      e.recalled";
 
 /// A candidate item as read: mapped to the selector's own
-/// [`crate::context::selector::Candidate`], which knows nothing of the database.
+/// [`crate::vocab::Candidate`], which knows nothing of the database.
 #[derive(sqlx::FromRow)]
 pub(crate) struct CandidateRow {
     item_id: i64,
     event_id: i64,
     created_at: crate::util::UnixMs,
     #[sqlx(try_from = "String")]
-    item_type: crate::context::kinds::ItemType,
+    item_type: crate::vocab::kinds::ItemType,
     bot_profile: String,
     bridge_id: String,
     message_id: String,
@@ -70,7 +70,7 @@ pub(crate) struct CandidateRow {
 
 /// A candidate decodes from a row of [`CANDIDATE_COLUMNS`] on either backend, so the
 /// candidate reads type themselves by their return type like every other read.
-impl<'r, R: sqlx::Row> sqlx::FromRow<'r, R> for crate::context::selector::Candidate
+impl<'r, R: sqlx::Row> sqlx::FromRow<'r, R> for crate::vocab::Candidate
 where
     CandidateRow: sqlx::FromRow<'r, R>,
 {
@@ -79,7 +79,7 @@ where
     }
 }
 
-impl From<CandidateRow> for crate::context::selector::Candidate {
+impl From<CandidateRow> for crate::vocab::Candidate {
     fn from(r: CandidateRow) -> Self {
         Self {
             item_id: r.item_id,
@@ -584,7 +584,7 @@ macro_rules! impl_event_log {
                 &self,
                 t: $crate::store::ProfileThread<'_>,
                 window: i64,
-            ) -> Result<Vec<$crate::context::selector::Candidate>, $crate::store::StoreError> {
+            ) -> Result<Vec<$crate::vocab::Candidate>, $crate::store::StoreError> {
                 let q = $crate::store::sql::event_log::thread_candidates();
                 $crate::store::sql::fetch!(self, query_as, fetch_all, &q, t.profile, t.chat_id, t.root_msg_id, window)
             }
@@ -594,7 +594,7 @@ macro_rules! impl_event_log {
                 profile: &str,
                 scope: &str,
                 cap: i64,
-            ) -> Result<Vec<$crate::context::selector::Candidate>, $crate::store::StoreError> {
+            ) -> Result<Vec<$crate::vocab::Candidate>, $crate::store::StoreError> {
                 let q = $crate::store::sql::event_log::pending_candidates();
                 $crate::store::sql::fetch!(self, query_as, fetch_all, &q, profile, scope, cap)
             }

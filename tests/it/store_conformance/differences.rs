@@ -5,9 +5,9 @@
 use std::{future::Future, sync::Arc};
 
 use feishu_bridge::{
-    context::kinds::EventType::{AgentOutput, HumanMessage},
     store::{ClaimLimits, NewContextEvent, Store, TurnFilter, TurnState},
     util::UnixMs,
+    vocab::kinds::EventType::{AgentOutput, HumanMessage},
 };
 
 use super::{CHAT, KEY, ROOT, SCOPE, ev, history, open, queue, record, reply, start, turn, write};

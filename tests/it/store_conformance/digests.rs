@@ -3,13 +3,13 @@
 //! written digest, and a digest's status set afterwards.
 
 use feishu_bridge::{
-    context::kinds::EventType::{AgentOutput, Command, HumanMessage, TopicRoot, UserRequest},
     store::{
         ContextEventRow, DigestReason, DigestReset, DigestRow, DigestRunEnd, DigestRunRow,
         DigestStatus, DigestTrigger, NewContextEvent, NewDigest, NewDigestRun, SessionRow, Store,
         TranscriptQuery,
     },
     util::UnixMs,
+    vocab::kinds::EventType::{AgentOutput, Command, HumanMessage, TopicRoot, UserRequest},
 };
 
 use super::{

@@ -2,19 +2,17 @@
 //! retention, and the reads that feed the selector.
 
 use feishu_bridge::{
-    context::{
-        kinds::{
-            EventType::{self, AgentOutput, HumanMessage, TopicRoot, UserRequest},
-            ItemType,
-        },
-        selector::Candidate,
-    },
     routing::{Reason, Verdict},
     store::{
         ClaimLimits, ContextEventRow, Finish, InboxStatus, NewContextEvent, NewDecision,
         NewInboxEvent, NewOutbound, NewTurn, NewVerdict, RouteWrite, Store, TurnState, VerdictRow,
     },
     util::UnixMs,
+    vocab::{
+        Candidate,
+        EventType::{self, AgentOutput, HumanMessage, TopicRoot, UserRequest},
+        ItemType,
+    },
 };
 
 use super::{

@@ -23,8 +23,6 @@ use std::sync::Arc;
 
 use feishu_bridge::{
     config::DatabaseConfig,
-    context::kinds::{EventType, ItemType, Role},
-    protocol::events::ChatType,
     routing::{Reason, Verdict},
     store::{
         self, HistoryQuery, InboxStatus, NewContextEvent, NewDecision, NewInboxEvent, NewItem,
@@ -32,6 +30,8 @@ use feishu_bridge::{
         SessionRow, StartedTurn, Store, TurnCompletion, TurnStart,
     },
     util::UnixMs,
+    vocab::ChatType,
+    vocab::kinds::{EventType, ItemType, Role},
 };
 
 use crate::support::TestDb;

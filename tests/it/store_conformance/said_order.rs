@@ -3,8 +3,8 @@
 //! written in.
 
 use feishu_bridge::{
-    context::kinds::EventType::{AgentOutput, HumanMessage, TopicRoot, UserRequest},
     util::UnixMs,
+    vocab::kinds::EventType::{AgentOutput, HumanMessage, TopicRoot, UserRequest},
 };
 
 use super::{

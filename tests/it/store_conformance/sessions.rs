@@ -2,10 +2,10 @@
 //! history of their scopes.
 
 use feishu_bridge::{
-    context::kinds::EventType::{AgentOutput, Command, HumanMessage, TopicRoot, UserRequest},
-    protocol::events::ChatType,
     store::{NewContextEvent, NewSession, SessionRow, Store},
     util::UnixMs,
+    vocab::ChatType,
+    vocab::kinds::EventType::{AgentOutput, Command, HumanMessage, TopicRoot, UserRequest},
 };
 
 use super::{

@@ -2,9 +2,9 @@
 //! completed, and the lists that read them.
 
 use feishu_bridge::{
-    context::kinds::EventType::{AgentOutput, HumanMessage},
     store::{NewContextEvent, Store, TurnFilter, TurnRow, TurnState},
     util::UnixMs,
+    vocab::kinds::EventType::{AgentOutput, HumanMessage},
 };
 
 use super::{

@@ -2,7 +2,7 @@
 //! why the selector left an item out. Spelled once (the database, decisions' JSON and
 //! explain show the same words).
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// What an event-log record is.
     pub enum EventType("event type") {
         /// A thread's root message.
@@ -18,7 +18,7 @@ crate::spelled! {
     }
 }
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// What a context item is: the records the selector may pick.
     pub enum ItemType("item type") {
         /// A thread's root message.
@@ -30,7 +30,7 @@ crate::spelled! {
     }
 }
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// Who an item's author is.
     pub enum Role("role") {
         /// A person.
@@ -40,7 +40,7 @@ crate::spelled! {
     }
 }
 
-crate::spelled! {
+crate::util::spelled::spelled! {
     /// Why the selector left an item out (or which budget cut).
     pub enum Exclusion("exclusion reason") {
         /// A command carries no context.

@@ -1,7 +1,8 @@
-//! Loading an explanation: the store's decision row turned into the
-//! [`crate::context::report::Explanation`] that `GET /explain/{root}` and the `explain`
-//! CLI show. Shared, so the server and the CLI (which reads the database directly and
-//! works while the server is down) print the same thing.
+//! Loading an explanation, beside the context engine that made the decision: the
+//! store's decision row turned into the [`crate::context::report::Explanation`] that
+//! `GET /explain/{root}` and the `explain` CLI show. Shared, so the server and the CLI
+//! (which reads the database directly and works while the server is down) print the
+//! same thing.
 
 use crate::{
     context::report::{ExcludedItem, Explanation, FeedSegmentUsed, SelectedItem, TurnOutcome},

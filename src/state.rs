@@ -1,7 +1,7 @@
 //! The application state: what every request handler and background task shares.
 //!
-//! Built by [`super::bridge`], read by the HTTP layer (as the axum state) and by the
-//! card buttons; it depends on neither.
+//! Built by [`crate::app::bridge`], read by the HTTP layer (as the axum state); it
+//! depends on neither.
 
 use std::{collections::HashMap, ops::Deref, sync::Arc};
 
@@ -30,7 +30,7 @@ pub struct ProfileKeys {
 }
 
 impl ProfileKeys {
-    pub(super) fn new(profile: Profile) -> Self {
+    pub(crate) fn new(profile: Profile) -> Self {
         let aes = profile.encrypt_key().map(AesKey::derive);
         Self { profile, aes }
     }

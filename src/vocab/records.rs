@@ -2,11 +2,11 @@
 //! answer it gave), with the context item the selector may pick. Routing writes them
 //! with its verdict; a delivered answer writes its own.
 
-use crate::{
-    context::kinds::{EventType, ItemType, Role},
-    protocol::events::ChatType,
-    util::UnixMs,
+use super::{
+    chat::ChatType,
+    kinds::{EventType, ItemType, Role},
 };
+use crate::util::UnixMs;
 
 /// An event-log record to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
