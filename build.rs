@@ -1,83 +1,86 @@
-//! Build-time probe for the test suite: when the Postgres the tests use cannot be reached
-//! (and CI does not require it), the Postgres variants of the tests are compiled as
-//! ignored, so `cargo test` counts them as ignored instead of passing them unseen. The
-//! same goes for the tests that start a private Postgres cluster of their own when no
-//! Postgres binaries (`initdb`) are installed. It changes nothing in the service itself.
+//! Build-time probe for the test suite: a test that needs what this machine may lack (a
+//! Postgres that answers, Postgres's own programs for a private cluster, `promtool`) is
+//! compiled as ignored when it is missing, so `cargo test` counts it as ignored instead
+//! of passing it unseen. It changes nothing in the service itself.
+//!
+//! Cargo reruns this script only when an input it was told about changes, and a rerun
+//! rebuilds every target of the crate, so the probe cannot simply run on every build.
+//! Instead the tests look again when they run (`tests/it/support/environment.rs`): when
+//! what they find differs from what this script found, they touch the stamp file it
+//! watches, and the next `cargo test` probes again and rebuilds with the new answer.
 
 use std::{
-    net::{TcpStream, ToSocketAddrs},
-    time::Duration,
+    fs::File,
+    path::Path,
+    time::{Duration, UNIX_EPOCH},
 };
 
-const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+#[path = "tests/faults/support/pg_bin.rs"]
+mod pg_bin;
+#[path = "tests/it/support/probe.rs"]
+mod probe;
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(pg_unreachable)");
-    println!("cargo::rustc-check-cfg=cfg(pg_bin_missing)");
+    for cfg in ["pg_unreachable", "pg_bin_missing", "promtool_missing"] {
+        println!("cargo::rustc-check-cfg=cfg({cfg})");
+    }
     println!("cargo::rerun-if-changed=build.rs");
-    println!("cargo::rerun-if-env-changed=FEISHU_BRIDGE_TEST_PG_URL");
-    println!("cargo::rerun-if-env-changed=FEISHU_BRIDGE_TEST_REQUIRE_PG");
-    println!("cargo::rerun-if-env-changed=PG_BIN");
-    let required =
-        std::env::var("FEISHU_BRIDGE_TEST_REQUIRE_PG").is_ok_and(|v| v == "1" || v == "true");
-    if required {
+    for var in [
+        probe::PG_URL,
+        probe::REQUIRE_PG,
+        probe::REQUIRE_PROMTOOL,
+        "PG_BIN",
+    ] {
+        println!("cargo::rerun-if-env-changed={var}");
+    }
+    watch_stamp();
+
+    if !probe::required(probe::REQUIRE_PROMTOOL) && !probe::promtool_found() {
+        println!("cargo::rustc-cfg=promtool_missing");
+        println!(
+            "cargo::warning=No promtool on the PATH: the check of /metrics with \
+             `promtool check metrics` is compiled as ignored until one is installed (Debian \
+             package prometheus). See README.md on the tests."
+        );
+    }
+    if probe::required(probe::REQUIRE_PG) {
         return;
     }
-    if !pg_bin_found() {
+    if !probe::pg_programs_found() {
         println!("cargo::rustc-cfg=pg_bin_missing");
         println!(
-            "cargo::warning=No Postgres binaries (initdb under /usr/lib/postgresql/*/bin or $PG_BIN): \
-             the tests that start their own cluster are compiled as ignored. Install them, then \
-             `touch build.rs` to run them."
+            "cargo::warning=No Postgres programs (initdb under /usr/lib/postgresql/*/bin or \
+             $PG_BIN): the tests that start a cluster of their own are compiled as ignored \
+             until they are installed. See README.md on the tests."
         );
     }
-    let url = std::env::var("FEISHU_BRIDGE_TEST_PG_URL").unwrap_or_else(|_| DEFAULT_PG_URL.into());
-    let Some(addr) = host_port(&url) else {
-        // A socket path or an odd URL: the tests find out for themselves.
+    let Some(address) = probe::pg_address(&probe::pg_url()) else {
         return;
     };
-    let reachable = addr
-        .to_socket_addrs()
-        .ok()
-        .into_iter()
-        .flatten()
-        .any(|a| TcpStream::connect_timeout(&a, Duration::from_secs(1)).is_ok());
-    if !reachable {
+    if !probe::answers(&address) {
         println!("cargo::rustc-cfg=pg_unreachable");
         println!(
-            "cargo::warning=Postgres is unreachable at {addr}: the Postgres tests are compiled as ignored. \
-             Start it (README: Tests), then `touch build.rs` to run them."
+            "cargo::warning=Postgres is unreachable at {address}: the Postgres tests are \
+             compiled as ignored until it answers. See README.md on the tests."
         );
     }
 }
 
-/// `host:port` of a `postgres://user@host:port/db?…` URL (port 5432 by default).
-fn host_port(url: &str) -> Option<String> {
-    let rest = url.split_once("://")?.1;
-    let authority = rest.split(['/', '?']).next()?;
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    if host_port.is_empty() {
-        return None;
+/// Watches the stamp the tests touch, creating it first if need be. A new stamp is
+/// dated in the past: one newer than this run would have cargo run the script again.
+fn watch_stamp() {
+    let Some(out_dir) = std::env::var_os("OUT_DIR") else {
+        return;
+    };
+    let stamp = Path::new(&out_dir).join(probe::STAMP);
+    if !stamp.exists() {
+        let past = UNIX_EPOCH + Duration::from_secs(86_400);
+        if let Ok(file) = File::create(&stamp) {
+            file.set_modified(past).ok();
+        }
     }
-    let has_port = host_port
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()) && !host_port.ends_with(']'));
-    Some(if has_port {
-        host_port.to_string()
-    } else {
-        format!("{host_port}:5432")
-    })
-}
-
-/// Whether `initdb` is where the tests look for it: `$PG_BIN`, else any
-/// `/usr/lib/postgresql/<version>/bin`.
-fn pg_bin_found() -> bool {
-    if let Some(dir) = std::env::var_os("PG_BIN") {
-        return std::path::Path::new(&dir).join("initdb").exists();
+    // A path that does not exist would rerun the script on every build: only a real one.
+    if stamp.exists() {
+        println!("cargo::rerun-if-changed={}", stamp.display());
     }
-    std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|e| e.path().join("bin").join("initdb").exists())
 }

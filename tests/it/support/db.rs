@@ -2,8 +2,9 @@
 //!
 //! Postgres comes from `FEISHU_BRIDGE_TEST_PG_URL` (default: the local server's `test`
 //! database). When the build finds it unreachable, the Postgres tests are compiled as
-//! ignored (`build.rs`), unless `FEISHU_BRIDGE_TEST_REQUIRE_PG=1` (set by CI): then they
-//! run, and fail when it cannot be reached.
+//! ignored (`build.rs`; the tests notice when that changes, see `environment.rs`), unless
+//! `FEISHU_BRIDGE_TEST_REQUIRE_PG=1` (set by CI): then they run, and fail when it cannot
+//! be reached.
 
 use std::{
     str::FromStr,
@@ -13,8 +14,6 @@ use std::{
 
 use sqlx::{Connection, PgConnection, postgres::PgConnectOptions};
 
-/// Default test server.
-pub const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 const PREFIX: &str = "fbt_";
 
 /// Which backend a test runs on.
@@ -44,7 +43,7 @@ impl std::fmt::Debug for TestDb {
 
 /// The base Postgres URL for tests.
 pub fn pg_base_url() -> String {
-    std::env::var("FEISHU_BRIDGE_TEST_PG_URL").unwrap_or_else(|_| DEFAULT_PG_URL.to_string())
+    super::probe::pg_url()
 }
 
 fn unique(prefix: &str) -> String {
@@ -58,6 +57,7 @@ fn unique(prefix: &str) -> String {
 impl TestDb {
     /// A fresh SQLite file in a temporary directory.
     pub fn sqlite() -> Self {
+        super::environment::check();
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}", dir.path().join("bridge.db").display());
         Self {
@@ -71,6 +71,7 @@ impl TestDb {
     /// A fresh Postgres schema. Postgres tests are compiled as ignored when the build
     /// found it unreachable (see `build.rs`); one that runs and cannot reach it fails.
     pub async fn postgres() -> Self {
+        super::environment::check();
         let base = pg_base_url();
         let mut conn = match tokio::time::timeout(
             Duration::from_secs(5),
@@ -84,10 +85,18 @@ impl TestDb {
                     Ok(Err(e)) => e.to_string(),
                     _ => "timed out".into(),
                 };
-                panic!(
-                    "Postgres is unreachable at {base}: {why}. Start it, or `touch build.rs` \
-                     to rebuild the tests with the Postgres ones ignored"
-                );
+                if super::environment::pg_gone_since_build() {
+                    panic!(
+                        "Postgres is unreachable at {base}: {why}. It answered when the tests \
+                         were built; the next `cargo test` builds the Postgres tests as ignored"
+                    );
+                }
+                let required = if super::probe::required(super::probe::REQUIRE_PG) {
+                    " (FEISHU_BRIDGE_TEST_REQUIRE_PG=1: the Postgres tests must run)"
+                } else {
+                    ""
+                };
+                panic!("Postgres is unreachable at {base}: {why}{required}");
             }
         };
         sweep_old_schemas(&mut conn).await;

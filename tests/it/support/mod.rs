@@ -9,6 +9,7 @@ pub mod connect_proxy;
 pub mod crash;
 pub mod db;
 pub mod db_lock;
+pub mod environment;
 pub mod fake_feishu;
 pub mod fake_longconn;
 pub mod fake_openai;
@@ -19,6 +20,7 @@ pub mod gated_agent;
 #[path = "../../faults/support/pg_bin.rs"]
 mod pg_bin;
 pub mod pg_cluster;
+pub mod probe;
 pub mod proxy;
 pub mod raw;
 
@@ -49,8 +51,8 @@ pub async fn next_matching<T: Clone>(
 }
 
 /// Runs a test body once per backend. The Postgres variant is compiled as ignored when
-/// the build found Postgres unreachable (see `build.rs`), so the summary counts it as
-/// ignored, never as passed.
+/// the build found Postgres unreachable (see `build.rs` and [`environment`]), so the
+/// summary counts it as ignored, never as passed.
 #[macro_export]
 macro_rules! both_backends {
     ($name:ident, $body:ident) => {

@@ -5,8 +5,8 @@
 //!
 //! The binaries are found at run time (`$PG_BIN`, else the newest
 //! `/usr/lib/postgresql/<version>/bin`). When the build found none, the tests using this
-//! are compiled as ignored (`build.rs`), unless `FEISHU_BRIDGE_TEST_REQUIRE_PG=1`: then
-//! they run and fail here. Postgres refuses to run as root, so as root every Postgres
+//! are compiled as ignored (`build.rs`; `environment.rs` notices when that changes),
+//! unless `FEISHU_BRIDGE_TEST_REQUIRE_PG=1`: then they run and fail here. Postgres refuses to run as root, so as root every Postgres
 //! tool runs as the `postgres` user.
 
 use std::{
@@ -182,9 +182,12 @@ impl Drop for PgCluster {
 
 /// `$PG_BIN`, else the newest `/usr/lib/postgresql/<version>/bin` holding `initdb`.
 fn pg_bin() -> PathBuf {
+    super::environment::check();
     super::pg_bin::pg_bin().expect(
-        "no initdb under /usr/lib/postgresql/*/bin (install Postgres, or set PG_BIN): \
-         FEISHU_BRIDGE_TEST_REQUIRE_PG=1 requires the private-cluster tests to run",
+        "no initdb under /usr/lib/postgresql/*/bin (install Postgres, or set PG_BIN); \
+         either FEISHU_BRIDGE_TEST_REQUIRE_PG=1 requires the private-cluster tests to run, \
+         or the programs were there when the tests were built (the next `cargo test` \
+         builds these tests as ignored)",
     )
 }
 
