@@ -4,7 +4,8 @@
 //! only a few pages further (`PRAGMA max_page_count`, SQLite's own limit: it answers
 //! `SQLITE_FULL` exactly as on a full file system). Deleting the ballast from another
 //! connection frees pages inside the file: room again. Postgres: triggers on every table
-//! the bridge writes raise `disk_full` (SQLSTATE 53100, the server's own code for ENOSPC)
+//! of the migrated schema (read from the catalog, so a table a later migration adds is
+//! covered too) raise `disk_full` (SQLSTATE 53100, the server's own code for ENOSPC)
 //! while a flag is set.
 
 use std::{sync::Arc, time::Duration};
@@ -16,20 +17,6 @@ use super::db::{Kind, TestDb};
 
 /// Pages the bridge may add to the SQLite file before it is full.
 const SLACK_PAGES: i64 = 48;
-
-/// Tables the bridge writes; Postgres refuses writes to each while full.
-const TABLES: [&str; 10] = [
-    "inbox_events",
-    "thread_context_events",
-    "thread_context_items",
-    "routing_verdicts",
-    "sessions",
-    "user_names",
-    "turns",
-    "thread_context_decisions",
-    "outbound_messages",
-    "write_probe",
-];
 
 /// How to fill the database and give it room again.
 pub struct FullDisk {
@@ -96,6 +83,7 @@ impl FullDisk {
 
     async fn prepare_postgres(&self) {
         let mut c = self.pg().await;
+        let tables = migrated_tables(&mut c).await;
         sqlx::query("CREATE TABLE test_disk (full_now BOOLEAN NOT NULL)")
             .execute(&mut c)
             .await
@@ -117,7 +105,7 @@ impl FullDisk {
         .execute(&mut c)
         .await
         .expect("trigger function");
-        for table in TABLES {
+        for table in &tables {
             sqlx::query(&format!(
                 "CREATE TRIGGER {table}_disk BEFORE INSERT OR UPDATE ON {table} \
                  FOR EACH STATEMENT EXECUTE FUNCTION test_disk_full()"
@@ -161,4 +149,22 @@ impl FullDisk {
             }
         }
     }
+}
+
+/// The tables of the schema the migrations made (the one the URL's `search_path` names),
+/// without sqlx's own record of the migrations, which only `migrate` writes.
+async fn migrated_tables(c: &mut PgConnection) -> Vec<String> {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT tablename::text FROM pg_tables \
+         WHERE schemaname = current_schema() AND tablename <> '_sqlx_migrations' \
+         ORDER BY tablename",
+    )
+    .fetch_all(c)
+    .await
+    .expect("the schema's tables");
+    assert!(
+        tables.iter().any(|t| t == "inbox_events"),
+        "the migrated schema has no inbox_events: {tables:?}"
+    );
+    tables
 }
