@@ -73,12 +73,8 @@ where
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
         let query = parts.uri.query().unwrap_or_default();
-        let pairs = url::form_urlencoded::parse(query.as_bytes());
-        serde_path_to_error::deserialize(serde_urlencoded::Deserializer::new(pairs))
+        decode::from_query(query)
             .map(Self)
-            .map_err(|e| {
-                let failure = decode::of_message(e.path(), &e.inner().to_string());
-                ApiError::BadRequest(format!("invalid query string: {failure}"))
-            })
+            .map_err(|failure| ApiError::BadRequest(format!("invalid query string: {failure}")))
     }
 }

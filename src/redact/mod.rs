@@ -1,8 +1,8 @@
 //! Keeping client and message text out of errors, logs and `/status`.
 //!
 //! Two tools: [`echo`] bounds any piece of client input an error message repeats, and
-//! [`decode`] turns a deserialization error into its kind and path without the value
-//! that caused it. Pure string work: no HTTP framework and no database here.
+//! [`decode`] decodes JSON and query strings, telling a failure by its kind and path
+//! without the value that caused it. No HTTP framework and no database here.
 
 pub mod decode;
 
