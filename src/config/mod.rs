@@ -18,6 +18,7 @@ mod places;
 mod problems;
 mod proxy_vars;
 mod server;
+mod sqlite_path;
 mod validate;
 mod warnings;
 

@@ -9,6 +9,7 @@ mod cards;
 mod cli;
 mod commands;
 mod config_errors;
+mod config_paths;
 mod connections;
 mod context;
 mod context_order;
