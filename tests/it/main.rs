@@ -15,6 +15,7 @@ mod context;
 mod context_order;
 mod delivery;
 mod digest;
+mod docs_links;
 mod errors;
 mod explain;
 mod fake_card_rules;
