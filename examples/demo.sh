@@ -6,9 +6,14 @@
 #   sh examples/demo.sh agents     # the same with a webhook agent and a streaming model
 #   sh examples/demo.sh day        # a group's day: the batched feed and the daily digest
 #
-# It builds the release binary and the local agent once, runs in a temporary directory
-# (a fresh database each time; the directory is kept for a look afterwards), and uses
-# ports 8080 (the bridge) and 9000 (the local agent) unless PORT / AGENT_PORT say others.
+# It builds what the demo needs: the bridge with `cargo build --release --bin
+# feishu-bridge` (the build `cargo run --release` makes, without the dev-dependencies, so
+# after the quick start it builds nothing), and for `agents` and `day` the local agent,
+# an example, which Cargo builds with the dev-dependencies: in the debug profile, which
+# `cargo test` has already built. It runs in a temporary directory (a fresh database
+# each time; the directory is kept for a look afterwards, and the last line says how to
+# explain from it with the bridge stopped), and uses ports 8080 (the bridge) and 9000
+# (the local agent) unless PORT / AGENT_PORT say others.
 set -eu
 
 demo="${1:-two-bots}"
@@ -32,21 +37,41 @@ for p in "$port" "$agent_port"; do
   fi
 done
 
-echo "building (release)…"
-(cd "$root" && cargo build --release --quiet --bin feishu-bridge --example local_agent)
+# Cargo prints one line when the build is fresh, and its progress when it is not.
 bin="$target/release/feishu-bridge"
+if [ -x "$bin" ]; then
+  echo "checking the bridge is built (cargo build --release --bin feishu-bridge)…"
+else
+  echo "building the bridge (cargo build --release --bin feishu-bridge): the first build takes minutes (about 7 on two cores) and about 1 GB of target/…"
+fi
+(cd "$root" && cargo build --release --bin feishu-bridge)
+if [ "$agent" = yes ]; then
+  agent_bin="$target/debug/examples/local_agent"
+  if [ -x "$agent_bin" ]; then
+    echo "checking the local agent is built (cargo build --example local_agent)…"
+  else
+    echo "building the local agent (cargo build --example local_agent): an example, so Cargo builds the dev-dependencies too; after \`cargo test\` nothing, else a few minutes…"
+  fi
+  (cd "$root" && cargo build --example local_agent)
+fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/feishu-bridge-demo.XXXXXX")
 pids=""
+ran=""
 stop() {
   for pid in $pids; do kill "$pid" 2>/dev/null || true; done
   for pid in $pids; do wait "$pid" 2>/dev/null || true; done
-  echo "stopped; its files (database, logs, digest) are in $work"
+  echo "stopped; its files (database, config, logs, digest) are in $work"
+  if [ "$demo" = two-bots ] && [ -n "$ran" ]; then
+    echo "what the coder saw, again, from the database (no bridge needed):"
+    echo "  $bin --config $work/config.toml explain om_demo_root --profile coder --verbose"
+  fi
 }
 trap stop EXIT
 trap 'exit 130' INT TERM
 
-# The example config with this run's ports; paths in it are relative to $work.
+# The example config with this run's ports, in $work: its database is read from the
+# config file's directory, and the digest directory from the working directory, $work.
 sed -e "s/127.0.0.1:8080/127.0.0.1:$port/" -e "s/127.0.0.1:9000/127.0.0.1:$agent_port/" \
   "$root/examples/$config" > "$work/config.toml"
 cd "$work"
@@ -61,7 +86,7 @@ wait_for() {
 }
 
 if [ "$agent" = yes ]; then
-  LOCAL_AGENT_LISTEN="127.0.0.1:$agent_port" "$target/release/examples/local_agent" > agent.log 2>&1 &
+  LOCAL_AGENT_LISTEN="127.0.0.1:$agent_port" "$agent_bin" > agent.log 2>&1 &
   pids="$pids $!"
   wait_for "http://127.0.0.1:$agent_port/" "the local agent"
 fi
@@ -71,6 +96,7 @@ wait_for "http://127.0.0.1:$port/healthz" "the bridge"
 
 admin='Authorization: Bearer demo-admin-token'
 "$bin" --config config.toml simulate --scenario "$root/examples/$scenario"
+ran=yes
 
 case "$demo" in
   two-bots)

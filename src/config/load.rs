@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use secrecy::SecretString;
 
-use super::{Config, ConfigError, ConfigErrors, Location, listen, places, validate, warnings};
+use super::{
+    Config, ConfigError, ConfigErrors, Location, listen, places, sqlite_path, validate, warnings,
+};
 
 /// Where a configuration came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -33,7 +35,8 @@ pub fn default_path() -> PathBuf {
 
 /// Loads the configuration: `path`, else `FEISHU_BRIDGE_CONFIG`, else
 /// `./feishu-bridge.toml` if it exists, else built-in defaults; then applies environment
-/// overrides and validates. Every problem found is returned, each naming the file.
+/// overrides and validates. Every problem found is returned, each naming the file. A
+/// relative SQLite path the file writes is read from the file's directory.
 pub fn load(
     path: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
@@ -54,23 +57,38 @@ pub fn load(
             format!("cannot read config file {}: {e}", file.display()),
         )
     })?;
-    let mut config = load_from_str(&text, env).map_err(|e| e.in_file(&file))?;
+    let dir = file.parent().unwrap_or(Path::new(""));
+    let mut config = parse(&text, env, Some(dir)).map_err(|e| e.in_file(&file))?;
     config.source = ConfigSource::File(file);
     Ok(config)
 }
 
 /// Parses TOML text, applies environment overrides and validates. A syntax error, or a
 /// key of the wrong name or type, stops the parse and is the one problem returned (with
-/// its line and column); past the parse, every problem found is returned.
+/// its line and column); past the parse, every problem found is returned. Relative paths
+/// stay relative to the working directory (the text has no file to be relative to).
 pub fn load_from_str(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigErrors> {
+    parse(text, env, None)
+}
+
+/// [`load_from_str`], with a relative SQLite path the text writes read from `dir`, the
+/// directory of the file it came from.
+fn parse(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    dir: Option<&Path>,
 ) -> Result<Config, ConfigErrors> {
     let de = toml::Deserializer::new(text);
     let mut config: Config =
         serde_path_to_error::deserialize(de).map_err(|e| parse_error(text, &e))?;
     warnings::record_explicit(&mut config, text);
     places::record(&mut config, text);
+    if let Some(dir) = dir {
+        sqlite_path::in_file_dir(&mut config, text, dir);
+    }
     finish(config, env)
 }
 

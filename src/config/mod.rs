@@ -19,6 +19,7 @@ mod places;
 mod problems;
 mod proxy_vars;
 mod server;
+mod sqlite_path;
 mod validate;
 mod warnings;
 

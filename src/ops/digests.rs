@@ -1,9 +1,7 @@
 //! The `digest` CLI: a date's digests, read from the database (works with the server
 //! down), printed as the day's digest file reads.
 
-use anyhow::Context as _;
-
-use crate::{config::Config, digest::file, store};
+use crate::{config::Config, digest::file};
 
 /// The digests of `date` (default: the latest run's), as text.
 pub async fn show(config: &Config, date: Option<&str>) -> anyhow::Result<String> {
@@ -13,9 +11,7 @@ pub async fn show(config: &Config, date: Option<&str>) -> anyhow::Result<String>
             "--date: expected YYYY-MM-DD, e.g. 2026-12-02"
         );
     }
-    let store = store::open(&config.database)
-        .await
-        .with_context(|| format!("cannot open database {}", config.database.redacted_url()))?;
+    let store = super::open_to_read(config, "digest").await?;
     let run = match date {
         Some(d) => store.digest_run(d).await,
         None => store.latest_digest_run().await,

@@ -1,4 +1,4 @@
-//! One-shot CLI commands: `migrate`, `check-config`, `healthcheck`, `digest`.
+//! One-shot CLI commands: `migrate`, `check-config`, `healthcheck`, `explain`, `digest`.
 
 pub mod digests;
 pub mod simulate;
@@ -83,6 +83,29 @@ pub async fn healthcheck(url: &str, timeout: Duration) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Opens the database of `config` for `command`, which only reads it: a SQLite file that
+/// is not there is an error naming the path, and is not created (a wrong path must not
+/// leave an empty database behind).
+pub(crate) async fn open_to_read(
+    config: &Config,
+    command: &str,
+) -> anyhow::Result<std::sync::Arc<dyn store::Store>> {
+    if let Some(file) = config.database.sqlite_file()
+        && !file.exists()
+    {
+        anyhow::bail!(
+            "no database at {}: `{command}` reads the database `serve` writes and creates \
+             none; check database.url in {} (a relative path in a config file is read from \
+             the file's directory)",
+            file.display(),
+            config.source_label()
+        );
+    }
+    store::open_existing(&config.database)
+        .await
+        .with_context(|| format!("cannot open database {}", config.database.redacted_url()))
+}
+
 /// The `explain` CLI: opens the database named by the config, reads the decision.
 pub async fn explain(
     config: &Config,
@@ -94,9 +117,7 @@ pub async fn explain(
         "no profile named {:?} in the config",
         q.profile
     );
-    let store = store::open(&config.database)
-        .await
-        .with_context(|| format!("cannot open database {}", config.database.redacted_url()))?;
+    let store = open_to_read(config, "explain").await?;
     let found = crate::explain::load(store.as_ref(), &q)
         .await
         .context("cannot read the decision")?;

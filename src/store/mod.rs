@@ -228,6 +228,19 @@ pub async fn open(config: &DatabaseConfig) -> Result<Arc<dyn Store>, StoreError>
     }
 }
 
+/// Opens an existing database (without migrating), never creating one: for the commands
+/// that only read it. A SQLite file that is not there is an error, not a new empty file.
+pub async fn open_existing(config: &DatabaseConfig) -> Result<Arc<dyn Store>, StoreError> {
+    let timeout = Duration::from_millis(config.timeout_ms);
+    let url = config.url.expose_secret();
+    if url.starts_with("sqlite:") {
+        let options = SqliteStore::options(url)?.create_if_missing(false);
+        Ok(Arc::new(SqliteStore::open_with(options, timeout).await?))
+    } else {
+        open(config).await
+    }
+}
+
 /// Bounds a store operation by `limit`.
 pub(crate) async fn bounded<T>(
     limit: Duration,

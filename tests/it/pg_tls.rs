@@ -175,7 +175,7 @@ fn tls_failures_at_startup_name_the_database_and_what_to_do() {
     );
 
     // sqlx 0.8.6 with current rustls checks the name under verify-ca too; the message
-    // says so (should an upgrade fix it, this fails and the README needs updating).
+    // says so (should an upgrade fix it, this fails and docs/deployment.md needs updating).
     let verify_ca =
         startup_error(&pg.url("127.0.0.2", &format!("sslmode=verify-ca&sslrootcert={ca}")));
     assert!(

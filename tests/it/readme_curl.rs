@@ -1,42 +1,115 @@
-//! The README's hand-made, signed callbacks (the shell blocks marked `# readme-test: …`)
-//! run as written, under POSIX `sh`, `dash` and `bash`, against a real bridge: the
-//! bridge answers 200 and stores the event.
+//! The hand-made callbacks and `curl` calls of docs/http-api.md (the shell blocks marked
+//! `# doc-test: …`) run as written, under POSIX `sh`, `dash` and `bash`, against a real
+//! bridge made from the configuration the page names, `examples/http-api.toml` — only the
+//! address `localhost:8080` becomes the test bridge's. Each block is looked up by its
+//! marker in README.md and docs/*.md, so one that moves between pages is still found,
+//! and one that is missing or written twice fails the test.
 
 use std::{
     path::{Path, PathBuf},
     process::Command,
+    sync::Arc,
 };
 
-use serde_json::json;
+use axum::{Json, Router, extract::State, http::StatusCode, routing::post};
+use feishu_bridge::Config;
+use serde_json::{Value, json};
+use tokio::{net::TcpListener, sync::mpsc};
 
 use crate::support::{
     TestApp, TestDb, config, config_toml,
-    feishu::{APP_ID, ENCRYPT_KEY, TOKEN},
+    feishu::Msg,
+    gated_agent::{AGENT_SECRET, webhook_agent_toml},
     next_matching,
 };
 
-/// The README shell block that starts with the comment line `# readme-test: {name}`:
-/// its lines up to the closing fence, marker included. It must be a ```` ```sh ```` block,
-/// and the marker must occur once.
-fn readme_block(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
-    let readme = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let marker = format!("# readme-test: {name}");
-    let lines: Vec<&str> = readme.lines().collect();
-    let at: Vec<usize> = (0..lines.len()).filter(|&i| lines[i] == marker).collect();
-    let [start] = at[..] else {
-        panic!("README.md has {} lines `{marker}`, not one", at.len());
+/// The pages a block may live on: README.md and every docs/*.md, with their text.
+fn pages() -> Vec<(PathBuf, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut paths = vec![root.join("README.md")];
+    let docs = std::fs::read_dir(root.join("docs")).expect("docs/ is readable");
+    let mut md: Vec<PathBuf> = docs
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    md.sort();
+    paths.extend(md);
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
+            (p, text)
+        })
+        .collect()
+}
+
+/// The shell block that starts with the comment line `# doc-test: {name}`: its lines up
+/// to the closing fence, marker included, with `localhost:8080` made `addr`. It must be a
+/// ```` ```sh ```` block, and the marker must occur once in all the pages.
+fn doc_block(name: &str, addr: &str) -> String {
+    let marker = format!("# doc-test: {name}");
+    let pages = pages();
+    let mut found = Vec::new();
+    for (path, text) in &pages {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if *line == marker {
+                found.push((path, lines.clone(), i));
+            }
+        }
+    }
+    let [(path, lines, start)] = &found[..] else {
+        let places: Vec<String> = found
+            .iter()
+            .map(|(p, _, i)| format!("{}:{}", p.display(), i + 1))
+            .collect();
+        panic!(
+            "README.md and docs/*.md have {} lines `{marker}`, not one: {places:?}",
+            found.len()
+        );
     };
+    let (path, start) = (path.display(), *start);
     assert!(
         start > 0 && lines[start - 1] == "```sh",
-        "`{marker}` is not the first line of a ```sh block in README.md"
+        "`{marker}` is not the first line of a ```sh block in {path}"
     );
     let len = lines[start..]
         .iter()
         .position(|l| *l == "```")
-        .unwrap_or_else(|| panic!("the block of `{marker}` in README.md is not closed"));
-    lines[start..start + len].join("\n") + "\n"
+        .unwrap_or_else(|| panic!("the block of `{marker}` in {path} is not closed"));
+    (lines[start..start + len].join("\n") + "\n").replace("localhost:8080", addr)
+}
+
+/// A bridge made from `examples/http-api.toml`, the configuration the examples are
+/// written for, on a port of its own and the test's database.
+async fn example_bridge(db: &TestDb) -> TestApp {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/http-api.toml");
+    let text = std::fs::read_to_string(&path).expect("examples/http-api.toml");
+    let swap = |text: String, from: &str, to: &str| {
+        assert!(
+            text.contains(from),
+            "examples/http-api.toml has no `{from}`"
+        );
+        text.replacen(from, to, 1)
+    };
+    let text = swap(
+        text,
+        "listen = \"127.0.0.1:8080\"",
+        "listen = \"127.0.0.1:0\"",
+    );
+    let text = swap(
+        text,
+        "url = \"sqlite://feishu-bridge-http-api.db\"",
+        &format!("url = \"{}\"", db.url),
+    );
+    let config: Config = config(&text);
+    TestApp::spawn(config).await
+}
+
+/// `host:port` of a test bridge, for `localhost:8080` in a block.
+fn addr(app: &TestApp) -> String {
+    app.base.trim_start_matches("http://").to_string()
 }
 
 /// `program` found on `PATH`.
@@ -50,7 +123,7 @@ fn on_path(program: &str) -> Option<PathBuf> {
 /// `program` found on `PATH`, or a failure that says the README example needs it.
 fn required(program: &str) -> PathBuf {
     on_path(program).unwrap_or_else(|| {
-        panic!("`{program}` is not on PATH: the README's curl examples need it to run")
+        panic!("`{program}` is not on PATH: the curl examples of docs/http-api.md need it to run")
     })
 }
 
@@ -82,7 +155,7 @@ async fn run(shell: &Path, block: &str, vars: &[(&str, String)]) -> Ran {
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .envs(vars.iter().map(|(k, v)| (k, v)));
-    let what = format!("{} -c <README block>", shell.display());
+    let what = format!("{} -c <docs block>", shell.display());
     let out = tokio::task::spawn_blocking(move || cmd.output())
         .await
         .expect("shell task")
@@ -112,21 +185,15 @@ fn answered(ran: &Ran) -> (serde_json::Value, &str) {
 }
 
 #[tokio::test]
-async fn the_readme_signed_event_block_is_stored_under_sh_dash_and_bash() {
-    let block = readme_block("signed-event");
+async fn the_signed_event_block_is_stored_under_sh_dash_and_bash() {
     let db = TestDb::sqlite();
-    let mut app = TestApp::spawn(config(&config_toml(&db, ""))).await;
+    let mut app = example_bridge(&db).await;
+    let block = doc_block("signed-event", &addr(&app));
     for shell in shells() {
         let name = shell.file_name().unwrap_or_default().to_string_lossy();
+        // Its own ids for each run (the block makes random ones), to find what it stored.
         let id = format!("readme-{name}");
-        let vars = [
-            ("URL", format!("{}/webhook/planner/event", app.base)),
-            ("KEY", ENCRYPT_KEY.to_string()),
-            ("TOKEN", TOKEN.to_string()),
-            ("APP_ID", APP_ID.to_string()),
-            ("ID", id.clone()),
-        ];
-        let ran = run(&shell, &block, &vars).await;
+        let ran = run(&shell, &block, &[("ID", id.clone())]).await;
         assert_eq!(
             answered(&ran),
             (json!({"msg": "success"}), "200"),
@@ -162,18 +229,14 @@ async fn the_readme_signed_event_block_is_stored_under_sh_dash_and_bash() {
 }
 
 #[tokio::test]
-async fn the_readme_signed_card_block_is_stored_under_sh_dash_and_bash() {
-    let block = readme_block("signed-card");
+async fn the_signed_card_block_is_stored_under_sh_dash_and_bash() {
     let db = TestDb::sqlite();
-    let app = TestApp::spawn(config(&config_toml(&db, ""))).await;
+    let app = example_bridge(&db).await;
+    let block = doc_block("signed-card", &addr(&app));
     for (n, shell) in (1..).zip(shells()) {
         // Subscribed before the request, so its processing cannot be missed.
         let mut processed = app.state.processed.subscribe();
-        let vars = [
-            ("URL", format!("{}/webhook/planner/card", app.base)),
-            ("TOKEN", TOKEN.to_string()),
-        ];
-        let ran = run(&shell, &block, &vars).await;
+        let ran = run(&shell, &block, &[]).await;
         // The block's button is not one of the bridge's: acknowledged, nothing to show.
         assert_eq!(
             answered(&ran),
@@ -184,7 +247,7 @@ async fn the_readme_signed_card_block_is_stored_under_sh_dash_and_bash() {
         );
 
         // A legacy callback has no event id: the bridge derives one per delivery.
-        let p = next_matching(&mut processed, "the README card callback", |p| {
+        let p = next_matching(&mut processed, "the documented card callback", |p| {
             p.profile == "planner" && p.event_id.starts_with("card-v1:")
         })
         .await;
@@ -204,6 +267,85 @@ async fn the_readme_signed_card_block_is_stored_under_sh_dash_and_bash() {
         );
         // Each shell's run is one new delivery (its own nonce).
         assert_eq!(db.count("inbox_events").await, n, "{}", shell.display());
+    }
+    app.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn the_url_verification_and_status_blocks_answer_as_documented() {
+    let db = TestDb::sqlite();
+    let app = example_bridge(&db).await;
+    let challenge = doc_block("url-verification", &addr(&app));
+    // The page sets ADMIN_TOKEN once, in a block of its own, for every example after it.
+    let status = doc_block("admin-token", &addr(&app)) + &doc_block("status", &addr(&app));
+    for shell in shells() {
+        let ran = run(&shell, &challenge, &[]).await;
+        let answer: Value = serde_json::from_str(ran.stdout.trim())
+            .unwrap_or_else(|e| panic!("{}: no JSON ({e}): {}", shell.display(), ran.stdout));
+        assert_eq!(answer, json!({"challenge": "abc"}), "{}", shell.display());
+
+        let ran = run(&shell, &status, &[]).await;
+        let answer: Value = serde_json::from_str(ran.stdout.trim())
+            .unwrap_or_else(|e| panic!("{}: no JSON ({e}): {}", shell.display(), ran.stdout));
+        let profiles: Vec<&str> = answer["profiles"]
+            .as_array()
+            .map(|ps| ps.iter().filter_map(|p| p["name"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            profiles,
+            ["planner", "coder"],
+            "{}: {answer}",
+            shell.display()
+        );
+        assert_eq!(answer["database"]["ok"], true, "{answer}");
+    }
+    app.stop().await.expect("clean stop");
+}
+
+/// A webhook agent that takes each turn with `202` and hands its body to the test.
+async fn answers_later() -> (String, mpsc::UnboundedReceiver<Value>) {
+    let (tx, turns) = mpsc::unbounded_channel::<Value>();
+    async fn turn(
+        State(tx): State<Arc<mpsc::UnboundedSender<Value>>>,
+        Json(body): Json<Value>,
+    ) -> StatusCode {
+        tx.send(body).ok();
+        StatusCode::ACCEPTED
+    }
+    let app = Router::new()
+        .route("/turn", post(turn))
+        .with_state(Arc::new(tx));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/turn", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, turns)
+}
+
+#[tokio::test]
+async fn the_agent_output_block_completes_a_waiting_turn_under_sh_dash_and_bash() {
+    let db = TestDb::sqlite();
+    let (url, mut turns) = answers_later().await;
+    let mut app = TestApp::spawn(config(&config_toml(&db, &webhook_agent_toml(&url, 60)))).await;
+    let block = doc_block("agent-output", &addr(&app));
+    for shell in shells() {
+        let name = shell.file_name().unwrap_or_default().to_string_lossy();
+        let ask = Msg::group(&format!("om_ask_{name}"), "take your time").at_bot();
+        let answer = async {
+            let turn = turns.recv().await.expect("the turn reaches the agent");
+            let turn_id = turn["turn_id"].as_str().unwrap_or_default().to_string();
+            let vars = [("TURN", turn_id), ("SECRET", AGENT_SECRET.to_string())];
+            run(&shell, &block, &vars).await
+        };
+        let (outcome, ran) = tokio::join!(app.ask(&ask), answer);
+        assert_eq!(
+            answered(&ran),
+            (json!({"status": "accepted"}), "200"),
+            "{}: {}",
+            shell.display(),
+            ran.stdout
+        );
+        assert_eq!(outcome, "answered", "{}", shell.display());
+        assert_eq!(app.last_reply("planner").await, "Here is the plan.");
     }
     app.stop().await.expect("clean stop");
 }

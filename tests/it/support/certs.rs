@@ -1,5 +1,5 @@
 //! A certificate chain made for one test with the `openssl` CLI (already needed by the
-//! README's curl examples): a CA the test trusts, a second CA it does not, and a server
+//! curl examples of docs/http-api.md): a CA the test trusts, a second CA it does not, and a server
 //! certificate for `localhost` and 127.0.0.1 signed by the first. Each is written with its
 //! own minimal config, so the machine's `openssl.cnf` cannot change what is made.
 
