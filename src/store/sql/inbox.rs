@@ -2,7 +2,10 @@
 //! owners and leases, outcomes. SQLite accepts the same `$n` placeholders as Postgres,
 //! so only statements whose meaning differs (locking) are passed in per backend.
 
-use crate::store::{Finish, InboxEvent};
+use sqlx::query::QueryAs;
+
+use super::dialect::Dialect;
+use crate::store::{Finish, InboxEvent, NewInboxEvent};
 
 /// One multi-row `INSERT` for a whole group-commit batch: a statement per event would
 /// cost a round trip (and, on SQLite, a hand-off to its thread) per row. Rows that hit a
@@ -214,21 +217,25 @@ macro_rules! finish_within {
 }
 pub(crate) use finish_within;
 
+/// A statement that answers `(profile, event_id)` rows.
+pub(crate) type KeysQuery<'q, DB> =
+    QueryAs<'q, DB, (String, String), <DB as sqlx::Database>::Arguments<'q>>;
+
 /// Binds one [`NewInboxEvent`] to its eight placeholders of [`insert_inbox`].
-macro_rules! bind_new_event {
-    ($query:expr, $e:expr) => {
-        $query
-            .bind(&$e.profile)
-            .bind(&$e.event_id)
-            .bind(&$e.event_type)
-            .bind(&$e.message_id)
-            .bind(&$e.chat_key)
-            .bind(&$e.payload)
-            .bind($e.received_at)
-            .bind($e.status.as_str())
-    };
+pub(crate) fn bind_new_event<'q, DB: Dialect>(
+    query: KeysQuery<'q, DB>,
+    e: &'q NewInboxEvent,
+) -> KeysQuery<'q, DB> {
+    query
+        .bind(&e.profile)
+        .bind(&e.event_id)
+        .bind(&e.event_type)
+        .bind(&e.message_id)
+        .bind(&e.chat_key)
+        .bind(&e.payload)
+        .bind(e.received_at)
+        .bind(e.status.as_str())
 }
-pub(crate) use bind_new_event;
 
 /// Implements [`crate::store::InboxStore`] for a backend type with `pool` and `timeout`
 /// fields (see `sql` for why this is a macro).

@@ -8,15 +8,16 @@
 //! `writes` holds the statements several surfaces share and uses no other module here.
 
 pub(crate) mod api_calls;
-pub(crate) mod connection;
 pub(crate) mod database;
 pub(crate) mod decisions;
+pub(crate) mod dialect;
 pub(crate) mod digests;
 pub(crate) mod event_log;
 pub(crate) mod feed;
 pub(crate) mod inbox;
 pub(crate) mod outbound;
 pub(crate) mod sessions;
+pub(crate) mod store;
 pub(crate) mod turn_leases;
 pub(crate) mod turns;
 pub(crate) mod writes;
@@ -38,8 +39,7 @@ pub(crate) use fetch;
 /// `$claim_serialize` the statement that makes claims take turns, `$calls_serialize` the
 /// statements that make the recording of Open API calls take turns.
 macro_rules! impl_store {
-    ($store:ty, $backend:expr, $migrator:expr, $begin:expr, $claim_lock:expr, $claim_serialize:expr, $calls_serialize:expr) => {
-        $crate::store::sql::database::impl_database!($store, $backend, $migrator, $begin);
+    ($store:ty, $backend:expr, $claim_lock:expr, $claim_serialize:expr, $calls_serialize:expr) => {
         $crate::store::sql::inbox::impl_inbox_store!(
             $store,
             $backend,
@@ -63,12 +63,7 @@ pub(crate) use impl_store;
 /// (see `writer_gate`); how many rows it changed: `execute!(self, sql, bind, …)`.
 macro_rules! execute {
     ($store:ident, $sql:expr $(, $arg:expr)* $(,)?) => {
-        $crate::store::bounded($store.timeout, async {
-            let _turn = $store.write_turn().await;
-            let done = sqlx::query($sql)$(.bind($arg))*.execute(&$store.pool).await?;
-            Ok(done.rows_affected())
-        })
-        .await
+        $store.execute(sqlx::query($sql)$(.bind($arg))*).await
     };
 }
 pub(crate) use execute;
@@ -80,14 +75,14 @@ pub(crate) use execute;
 /// (the transaction rolls back when `tx` drops).
 macro_rules! transaction {
     ($store:ident, |$tx:ident| $body:block) => {
-        $crate::store::bounded($store.timeout, async {
-            let _turn = $store.write_turn().await;
-            let mut $tx = $store.pool.begin().await?;
-            let value = $body;
-            $tx.commit().await?;
-            Ok(value)
-        })
-        .await
+        $store
+            .bounded(async {
+                let mut $tx = $store.transaction().await?;
+                let value = $body;
+                $tx.commit().await?;
+                Ok(value)
+            })
+            .await
     };
 }
 pub(crate) use transaction;

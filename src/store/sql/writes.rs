@@ -2,6 +2,8 @@
 //! records with their items, verdicts, display names, session mappings, turns,
 //! decisions and history watermarks. A leaf: it uses no other statement module.
 
+use super::{dialect::Dialect, store::Write};
+
 pub(crate) const INSERT_EVENT: &str = "\
 INSERT INTO thread_context_events
     (chat_id, chat_type, root_msg_id, thread_id, message_id, event_type, actor_type, actor_id,
@@ -213,12 +215,9 @@ pub(crate) const LINK_VERDICT: &str =
 /// either backend's limit on placeholders.
 pub(crate) const ROWS_PER_STATEMENT: usize = 500;
 
-/// Whether the backend of `tx` numbers its placeholders. Postgres needs `$n`; SQLite
-/// takes `?` in order, and in a statement of thousands of placeholders that matters: it
-/// resolves each `$n` by name, at prepare and again at bind, through a list it searches
-/// from the start (quadratic in the count).
-pub(crate) fn numbered<DB: sqlx::Database>(_: &sqlx::Transaction<'_, DB>) -> bool {
-    DB::NAME != "SQLite"
+/// Whether the backend of `tx` numbers its placeholders (see [`Dialect::NUMBERED`]).
+pub(crate) fn numbered<DB: Dialect>(_: &Write<'_, DB>) -> bool {
+    DB::NUMBERED
 }
 
 /// `(...), (...)` of `rows` rows of `cols` placeholders each: `$1`, `$2`, … when
