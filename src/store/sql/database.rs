@@ -47,7 +47,7 @@ impl<DB: Dialect> Database for SqlStore<DB> {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        self.read(sqlx::query("SELECT 1").execute(&self.pool))
+        self.fetch(sqlx::query("SELECT 1").execute(&self.pool))
             .await
             .map(drop)
     }

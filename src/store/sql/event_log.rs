@@ -338,7 +338,7 @@ macro_rules! routes_within {
                 None => None,
             };
             if let Some(t) = w.turn.as_ref().filter(|_| fresh) {
-                writes::insert_turn!($tx, t);
+                writes::insert_turn(&mut $tx, t).await?;
             }
             if let Some(f) = &w.feed {
                 $crate::store::sql::within!(
@@ -576,7 +576,7 @@ macro_rules! impl_event_log {
                 events: &[$crate::store::NewContextEvent],
             ) -> Result<(), $crate::store::StoreError> {
                 $crate::store::sql::transaction!(self, |tx| {
-                    $crate::store::sql::writes::insert_events!(tx, events);
+                    $crate::store::sql::writes::insert_events(&mut tx, events).await?;
                 })
             }
 

@@ -48,10 +48,6 @@ macro_rules! impl_store {
         );
         $crate::store::sql::sessions::impl_session_store!($store);
         $crate::store::sql::event_log::impl_event_log!($store);
-        $crate::store::sql::decisions::impl_decision_store!($store);
-        $crate::store::sql::turns::impl_turn_store!($store);
-        $crate::store::sql::turn_leases::impl_turn_leases!($store);
-        $crate::store::sql::outbound::impl_outbound_store!($store);
         $crate::store::sql::feed::impl_feed_store!($store);
         $crate::store::sql::digests::impl_digest_store!($store);
         $crate::store::sql::api_calls::impl_api_calls!($store, $calls_serialize);

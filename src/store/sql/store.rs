@@ -85,8 +85,8 @@ impl<DB: Dialect> SqlStore<DB> {
     }
 
     /// One bounded read (or a write that needs no turn) on the pool:
-    /// `self.read(query(…).bind(…).fetch_all(&self.pool))`.
-    pub(crate) async fn read<T>(
+    /// `self.fetch(query(…).bind(…).fetch_all(&self.pool))`.
+    pub(crate) async fn fetch<T>(
         &self,
         op: impl Future<Output = Result<T, sqlx::Error>>,
     ) -> Result<T, StoreError> {

@@ -3,6 +3,7 @@
 //! decisions and history watermarks. A leaf: it uses no other statement module.
 
 use super::{dialect::Dialect, store::Write};
+use crate::store::{NewContextEvent, NewDecision, NewTurn, NewVerdict, StoreError};
 
 pub(crate) const INSERT_EVENT: &str = "\
 INSERT INTO thread_context_events
@@ -20,52 +21,47 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 
 /// Inserts event-log records (and their items) inside an open transaction; a record that
 /// already exists (same profile, message and type) is skipped with its item.
-macro_rules! insert_events {
-    ($tx:ident, $events:expr) => {
-        for e in $events {
-            let id: Option<i64> = $crate::store::sql::within!(
-                $tx,
-                query_scalar,
-                fetch_optional,
-                $crate::store::sql::writes::INSERT_EVENT,
-                &e.chat_id,
-                e.chat_type.as_str(),
-                &e.root_msg_id,
-                &e.thread_id,
-                &e.message_id,
-                e.event_type.as_str(),
-                &e.actor_type,
-                &e.actor_id,
-                &e.bridge_id,
-                &e.bot_profile,
-                &e.target_id,
-                &e.target_name,
-                &e.session_name,
-                &e.history_scope,
-                &e.text,
-                &e.metadata_json,
-                e.created_at,
-            );
-            if let (Some(id), Some(item)) = (id, &e.item) {
-                $crate::store::sql::within!(
-                    $tx,
-                    query,
-                    execute,
-                    $crate::store::sql::writes::INSERT_ITEM,
-                    id,
-                    item.item_type.as_str(),
-                    item.role.as_str(),
-                    &item.author_label,
-                    &item.text,
-                    item.token_estimate,
-                    item.truncated,
-                    e.created_at,
-                );
-            }
+pub(crate) async fn insert_events<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    events: &[NewContextEvent],
+) -> Result<(), StoreError> {
+    for e in events {
+        let id: Option<i64> = sqlx::query_scalar(INSERT_EVENT)
+            .bind(&e.chat_id)
+            .bind(e.chat_type.as_str())
+            .bind(&e.root_msg_id)
+            .bind(&e.thread_id)
+            .bind(&e.message_id)
+            .bind(e.event_type.as_str())
+            .bind(&e.actor_type)
+            .bind(&e.actor_id)
+            .bind(&e.bridge_id)
+            .bind(&e.bot_profile)
+            .bind(&e.target_id)
+            .bind(&e.target_name)
+            .bind(&e.session_name)
+            .bind(&e.history_scope)
+            .bind(&e.text)
+            .bind(&e.metadata_json)
+            .bind(e.created_at)
+            .fetch_optional(&mut **tx)
+            .await?;
+        if let (Some(id), Some(item)) = (id, &e.item) {
+            sqlx::query(INSERT_ITEM)
+                .bind(id)
+                .bind(item.item_type.as_str())
+                .bind(item.role.as_str())
+                .bind(&item.author_label)
+                .bind(&item.text)
+                .bind(item.token_estimate)
+                .bind(item.truncated)
+                .bind(e.created_at)
+                .execute(&mut **tx)
+                .await?;
         }
-    };
+    }
+    Ok(())
 }
-pub(crate) use insert_events;
 
 pub(crate) const INSERT_VERDICT: &str = "\
 INSERT INTO routing_verdicts (profile, message_id, chat_id, verdict, reason, session_key, created_at)
@@ -73,14 +69,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT DO NOTHING";
 
 /// The verdict insert with its values bound (the first verdict of a message stands).
-pub(crate) fn insert_verdict<DB: sqlx::Database>(
-    v: &crate::store::NewVerdict,
-) -> sqlx::query::Query<'_, DB, <DB as sqlx::Database>::Arguments<'_>>
-where
-    String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    Option<String>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    i64: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
+pub(crate) fn insert_verdict<DB: Dialect>(
+    v: &NewVerdict,
+) -> sqlx::query::Query<'_, DB, <DB as sqlx::Database>::Arguments<'_>> {
     sqlx::query(INSERT_VERDICT)
         .bind(&v.profile)
         .bind(&v.message_id)
@@ -118,26 +109,24 @@ INSERT INTO turns (turn_id, profile, session_key, chat_id, message_id, request_t
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9)";
 
 /// Inserts a turn inside an open transaction.
-macro_rules! insert_turn {
-    ($tx:ident, $t:expr) => {
-        $crate::store::sql::within!(
-            $tx,
-            query,
-            execute,
-            $crate::store::sql::writes::INSERT_TURN,
-            &$t.turn_id,
-            &$t.profile,
-            &$t.session_key,
-            &$t.chat_id,
-            &$t.message_id,
-            &$t.request_text,
-            &$t.job_json,
-            $t.queued_at,
-            &$t.owner,
-        );
-    };
+pub(crate) async fn insert_turn<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    t: &NewTurn,
+) -> Result<(), StoreError> {
+    sqlx::query(INSERT_TURN)
+        .bind(&t.turn_id)
+        .bind(&t.profile)
+        .bind(&t.session_key)
+        .bind(&t.chat_id)
+        .bind(&t.message_id)
+        .bind(&t.request_text)
+        .bind(&t.job_json)
+        .bind(t.queued_at)
+        .bind(&t.owner)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
-pub(crate) use insert_turn;
 
 /// A recalled request: its text leaves the turn, and a turn that has not started yet
 /// never will.
@@ -157,51 +146,47 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $
 RETURNING id";
 
 /// Inserts a decision inside an open transaction and links it from the request's
-/// verdict; evaluates to the decision id.
-macro_rules! insert_decision {
-    ($tx:ident, $d:expr) => {{
-        use $crate::store::sql::{within, writes};
-        let d = $d;
-        let id: i64 = within!(
-            $tx,
-            query_scalar,
-            fetch_one,
-            writes::INSERT_DECISION,
-            &d.chat_id,
-            &d.root_msg_id,
-            &d.message_id,
-            &d.bridge_id,
-            &d.bot_profile,
-            &d.target_id,
-            &d.workspace_mode,
-            &d.mode,
-            &d.session_key,
-            &d.session_id,
-            &d.request_text,
-            &d.thread_context,
-            &d.selected_item_ids_json,
-            &d.selected_json,
-            &d.excluded_json,
-            &d.prompt_preview,
-            &d.diagnostics_json,
-            d.created_at,
-        );
-        for message_id in &d.source_message_ids {
-            within!($tx, query, execute, writes::INSERT_SOURCE, id, message_id);
-        }
-        within!(
-            $tx,
-            query,
-            execute,
-            writes::LINK_VERDICT,
-            id,
-            &d.bot_profile,
-            &d.message_id
-        );
-        id
-    }};
+/// verdict; the decision id.
+pub(crate) async fn insert_decision<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    d: &NewDecision,
+) -> Result<i64, StoreError> {
+    let id: i64 = sqlx::query_scalar(INSERT_DECISION)
+        .bind(&d.chat_id)
+        .bind(&d.root_msg_id)
+        .bind(&d.message_id)
+        .bind(&d.bridge_id)
+        .bind(&d.bot_profile)
+        .bind(&d.target_id)
+        .bind(&d.workspace_mode)
+        .bind(&d.mode)
+        .bind(&d.session_key)
+        .bind(&d.session_id)
+        .bind(&d.request_text)
+        .bind(&d.thread_context)
+        .bind(&d.selected_item_ids_json)
+        .bind(&d.selected_json)
+        .bind(&d.excluded_json)
+        .bind(&d.prompt_preview)
+        .bind(&d.diagnostics_json)
+        .bind(d.created_at)
+        .fetch_one(&mut **tx)
+        .await?;
+    for message_id in &d.source_message_ids {
+        sqlx::query(INSERT_SOURCE)
+            .bind(id)
+            .bind(message_id)
+            .execute(&mut **tx)
+            .await?;
+    }
+    sqlx::query(LINK_VERDICT)
+        .bind(id)
+        .bind(&d.bot_profile)
+        .bind(&d.message_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(id)
 }
-pub(crate) use insert_decision;
 
 /// A message whose text a decision holds (so that its recall scrubs the decision).
 pub(crate) const INSERT_SOURCE: &str =
