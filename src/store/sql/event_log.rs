@@ -447,7 +447,7 @@ macro_rules! impl_event_log {
                         out.extend(event_log::routes_within!(tx, &steps[i..end]));
                         i = end;
                     }
-                    inbox::finish_within!(tx, batch.done, &Finish::Done, batch.now);
+                    inbox::finish_within(&mut tx, &batch.done, &Finish::Done, batch.now).await?;
                     out
                 })
             }

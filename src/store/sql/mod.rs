@@ -40,29 +40,10 @@ pub(crate) use fetch;
 /// statements that make the recording of Open API calls take turns.
 macro_rules! impl_store {
     ($store:ty, $backend:expr, $claim_lock:expr, $claim_serialize:expr, $calls_serialize:expr) => {
-        $crate::store::sql::inbox::impl_inbox_store!(
-            $store,
-            $backend,
-            $claim_lock,
-            $claim_serialize
-        );
-        $crate::store::sql::sessions::impl_session_store!($store);
         $crate::store::sql::event_log::impl_event_log!($store);
-        $crate::store::sql::feed::impl_feed_store!($store);
-        $crate::store::sql::digests::impl_digest_store!($store);
-        $crate::store::sql::api_calls::impl_api_calls!($store, $calls_serialize);
     };
 }
 pub(crate) use impl_store;
-
-/// One bounded write that returns no rows, on `$store`'s pool, in the writer's turn
-/// (see `writer_gate`); how many rows it changed: `execute!(self, sql, bind, …)`.
-macro_rules! execute {
-    ($store:ident, $sql:expr $(, $arg:expr)* $(,)?) => {
-        $store.execute(sqlx::query($sql)$(.bind($arg))*).await
-    };
-}
-pub(crate) use execute;
 
 /// One write transaction on `$store`'s pool, in the writer's turn (see `writer_gate`),
 /// bounded as a whole, waiting for the turn included:
