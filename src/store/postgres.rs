@@ -7,7 +7,7 @@
 //! transaction is closed, never reused (see `hygiene`). Connections use TLS as the URL's
 //! `sslmode` asks; `pg_tls` checks those settings and words TLS failures.
 
-use std::{future::Future, str::FromStr, time::Duration};
+use std::{str::FromStr, time::Duration};
 
 use sqlx::{
     Connection, PgPool, Postgres,
@@ -138,17 +138,15 @@ impl Dialect for Postgres {
     /// Writes a group commit: one autocommit statement on a connection of its own
     /// outside any transaction (Postgres never ends a transaction block by itself, so
     /// sqlx's count is exact), so its success means it committed.
-    fn write_inbox<'a>(
-        pool: &'a PgPool,
-        _: &'a (),
-        q: &'a str,
-        events: &'a [NewInboxEvent],
-    ) -> impl Future<Output = Result<Vec<(String, String)>, StoreError>> + Send + 'a {
-        async move {
-            let mut conn = pool.acquire().await?;
-            let result = insert_inbox(&mut conn, q, events).await;
-            close_on_failure(conn, result)
-        }
+    async fn write_inbox(
+        pool: &PgPool,
+        _: &(),
+        q: &str,
+        events: &[NewInboxEvent],
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let mut conn = pool.acquire().await?;
+        let result = insert_inbox(&mut conn, q, events).await;
+        close_on_failure(conn, result)
     }
 }
 
@@ -168,11 +166,3 @@ async fn insert_inbox(
     }
     Ok(query.fetch_all(&mut *conn).await?)
 }
-
-super::sql::impl_store!(
-    PgStore,
-    Backend::Postgres,
-    <Postgres as Dialect>::CLAIM_LOCK,
-    <Postgres as Dialect>::CLAIM_SERIALIZE,
-    <Postgres as Dialect>::CALLS_SERIALIZE
-);

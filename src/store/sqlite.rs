@@ -8,7 +8,7 @@
 //! which each batch's commit is confirmed (see `sqlite_inbox`); a pooled connection left
 //! inside a transaction is closed, never reused (see `hygiene`).
 
-use std::{future::Future, str::FromStr, sync::Arc, time::Duration};
+use std::{str::FromStr, sync::Arc, time::Duration};
 
 use sqlx::{
     Sqlite, SqlitePool,
@@ -146,23 +146,13 @@ impl Dialect for Sqlite {
 
     /// Writes a group commit on the inbox's own connection (see `sqlite_inbox`), next
     /// at the writer's gate.
-    fn write_inbox<'a>(
-        _: &'a SqlitePool,
-        state: &'a SqliteState,
-        q: &'a str,
-        events: &'a [NewInboxEvent],
-    ) -> impl Future<Output = Result<Vec<(String, String)>, StoreError>> + Send + 'a {
-        async move {
-            let _turn = state.gate.inbox().await;
-            state.inbox.insert(&state.options, q, events).await
-        }
+    async fn write_inbox(
+        _: &SqlitePool,
+        state: &SqliteState,
+        q: &str,
+        events: &[NewInboxEvent],
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let _turn = state.gate.inbox().await;
+        state.inbox.insert(&state.options, q, events).await
     }
 }
-
-super::sql::impl_store!(
-    SqliteStore,
-    Backend::Sqlite,
-    <Sqlite as Dialect>::CLAIM_LOCK,
-    <Sqlite as Dialect>::CLAIM_SERIALIZE,
-    <Sqlite as Dialect>::CALLS_SERIALIZE
-);

@@ -99,10 +99,10 @@ pub trait Dialect:
 
     /// Writes a group commit of the inbox with the multi-row statement `q`; the
     /// `(profile, event_id)` of the rows that went in, once committed.
-    fn write_inbox<'a>(
-        pool: &'a Pool<Self>,
-        state: &'a Self::State,
-        q: &'a str,
-        events: &'a [NewInboxEvent],
-    ) -> impl Future<Output = Result<Vec<(String, String)>, StoreError>> + Send + 'a;
+    fn write_inbox(
+        pool: &Pool<Self>,
+        state: &Self::State,
+        q: &str,
+        events: &[NewInboxEvent],
+    ) -> impl Future<Output = Result<Vec<(String, String)>, StoreError>> + Send;
 }

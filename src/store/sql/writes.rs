@@ -200,11 +200,6 @@ pub(crate) const LINK_VERDICT: &str =
 /// either backend's limit on placeholders.
 pub(crate) const ROWS_PER_STATEMENT: usize = 500;
 
-/// Whether the backend of `tx` numbers its placeholders (see [`Dialect::NUMBERED`]).
-pub(crate) fn numbered<DB: Dialect>(_: &Write<'_, DB>) -> bool {
-    DB::NUMBERED
-}
-
 /// `(...), (...)` of `rows` rows of `cols` placeholders each: `$1`, `$2`, … when
 /// `numbered`, else `?`.
 fn values(rows: usize, cols: usize, numbered: bool) -> String {
