@@ -6,6 +6,9 @@
 //! never process the same event twice. A connection sqlx still counts inside a
 //! transaction is closed, never reused (see `hygiene`). Connections use TLS as the URL's
 //! `sslmode` asks; `pg_tls` checks those settings and words TLS failures.
+//!
+//! The store's SQL is generic (`sql`); this file opens the pool, words connection
+//! failures and holds Postgres's [`Dialect`]: its locks and its inbox statement.
 
 use std::{str::FromStr, time::Duration};
 
@@ -21,7 +24,7 @@ use super::{
     writer_gate::WriteTurn,
 };
 
-/// The Postgres store.
+/// The Postgres store: the generic store on Postgres.
 pub type PgStore = SqlStore<Postgres>;
 
 impl SqlStore<Postgres> {

@@ -7,6 +7,9 @@
 //! `writer_gate`). The inbox is written on a connection of its own, on
 //! which each batch's commit is confirmed (see `sqlite_inbox`); a pooled connection left
 //! inside a transaction is closed, never reused (see `hygiene`).
+//!
+//! The store's SQL is generic (`sql`); this file opens the pool and holds SQLite's
+//! [`Dialect`]: its statements, its writer's turn and its inbox connection.
 
 use std::{str::FromStr, sync::Arc, time::Duration};
 
@@ -26,7 +29,7 @@ use super::{
     writer_gate::{WriteTurn, WriterGate},
 };
 
-/// The SQLite store.
+/// The SQLite store: the generic store on SQLite.
 pub type SqliteStore = SqlStore<Sqlite>;
 
 /// What a SQLite store keeps besides its pool: the options its inbox connection opens

@@ -53,7 +53,10 @@ impl<T, DB: Database> Holds<T> for DB where
 {
 }
 
-/// One of the two databases, with everything the store's SQL needs of it.
+/// One of the two databases, with everything the store's SQL needs of it: the sqlx
+/// bounds as supertraits (see the module header; a column type not listed here is one
+/// built on those listed, such as `UnixMs` on `i64`, or `Option<T>` read back), what
+/// differs as constants and methods.
 pub trait Dialect:
     Database
     + HasStatementCache
@@ -65,10 +68,11 @@ pub trait Dialect:
     + Holds<i64>
     + Holds<bool>
     + Holds<String>
-    + for<'q> Same<&'q str, Is: Encode<'q, Self> + Type<Self>>
-    + for<'q> Same<Option<&'q str>, Is: Encode<'q, Self> + Type<Self>>
     + Binds<Option<String>>
     + Binds<Option<i64>>
+    // SQLite binds a `&str` only for as long as the statement it is bound to (`'q`).
+    + for<'q> Same<&'q str, Is: Encode<'q, Self> + Type<Self>>
+    + for<'q> Same<Option<&'q str>, Is: Encode<'q, Self> + Type<Self>>
 {
     /// Which database this is.
     const BACKEND: Backend;

@@ -14,7 +14,7 @@ use super::{
     writes::{self, insert_events, insert_verdict},
 };
 use crate::{
-    context::selector::Candidate,
+    context::{kinds::ItemType, selector::Candidate},
     store::{
         BatchStep, ContextEventRow, EventLog, Finish, NewContextEvent, NewVerdict, ProcessedBatch,
         ProfileThread, RouteWrite, Routed, StoreError, VerdictRow,
@@ -71,14 +71,14 @@ const CANDIDATE_COLUMNS: &str = "i.id AS item_id, e.id AS event_id, e.created_at
      e.recalled";
 
 /// A candidate item as read: mapped to the selector's own
-/// [`crate::context::selector::Candidate`], which knows nothing of the database.
+/// [`Candidate`], which knows nothing of the database.
 #[derive(sqlx::FromRow)]
 pub(crate) struct CandidateRow {
     item_id: i64,
     event_id: i64,
-    created_at: crate::util::UnixMs,
+    created_at: UnixMs,
     #[sqlx(try_from = "String")]
-    item_type: crate::context::kinds::ItemType,
+    item_type: ItemType,
     bot_profile: String,
     bridge_id: String,
     message_id: String,
@@ -88,9 +88,9 @@ pub(crate) struct CandidateRow {
     recalled: bool,
 }
 
-/// A candidate decodes from a row of [`CANDIDATE_COLUMNS`] on either backend, so the
+/// A candidate decodes from a row of `CANDIDATE_COLUMNS` on either backend, so the
 /// candidate reads type themselves by their return type like every other read.
-impl<'r, R: sqlx::Row> sqlx::FromRow<'r, R> for crate::context::selector::Candidate
+impl<'r, R: sqlx::Row> sqlx::FromRow<'r, R> for Candidate
 where
     CandidateRow: sqlx::FromRow<'r, R>,
 {
@@ -99,7 +99,7 @@ where
     }
 }
 
-impl From<CandidateRow> for crate::context::selector::Candidate {
+impl From<CandidateRow> for Candidate {
     fn from(r: CandidateRow) -> Self {
         Self {
             item_id: r.item_id,
