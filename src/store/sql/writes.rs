@@ -5,7 +5,7 @@
 use super::{dialect::Dialect, store::Write};
 use crate::store::{NewContextEvent, NewDecision, NewTurn, NewVerdict, StoreError};
 
-pub(crate) const INSERT_EVENT: &str = "\
+const INSERT_EVENT: &str = "\
 INSERT INTO thread_context_events
     (chat_id, chat_type, root_msg_id, thread_id, message_id, event_type, actor_type, actor_id,
      bridge_id, bot_profile, target_id, target_name, session_name, history_scope, text,
@@ -14,7 +14,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $
 ON CONFLICT DO NOTHING
 RETURNING id";
 
-pub(crate) const INSERT_ITEM: &str = "\
+const INSERT_ITEM: &str = "\
 INSERT INTO thread_context_items
     (event_id, item_type, role, author_label, text, token_estimate, truncated, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
@@ -63,7 +63,7 @@ pub(crate) async fn insert_events<DB: Dialect>(
     Ok(())
 }
 
-pub(crate) const INSERT_VERDICT: &str = "\
+const INSERT_VERDICT: &str = "\
 INSERT INTO routing_verdicts (profile, message_id, chat_id, verdict, reason, session_key, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT DO NOTHING";
@@ -103,7 +103,7 @@ ON CONFLICT (profile, history_scope) DO UPDATE SET
                          THEN excluded.last_event_id ELSE history_watermarks.last_event_id END,
     updated_at = excluded.updated_at";
 
-pub(crate) const INSERT_TURN: &str = "\
+const INSERT_TURN: &str = "\
 INSERT INTO turns (turn_id, profile, session_key, chat_id, message_id, request_text, job_json,
                    state, queued_at, lease_owner)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9)";
@@ -137,7 +137,7 @@ UPDATE turns SET request_text = '', job_json = '{}',
     state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END
 WHERE message_id = $1";
 
-pub(crate) const INSERT_DECISION: &str = "\
+const INSERT_DECISION: &str = "\
 INSERT INTO thread_context_decisions
     (chat_id, root_msg_id, message_id, bridge_id, bot_profile, target_id, workspace_mode, mode,
      session_key, session_id, request_text, thread_context, selected_item_ids_json, selected_json,
@@ -189,11 +189,11 @@ pub(crate) async fn insert_decision<DB: Dialect>(
 }
 
 /// A message whose text a decision holds (so that its recall scrubs the decision).
-pub(crate) const INSERT_SOURCE: &str =
+const INSERT_SOURCE: &str =
     "INSERT INTO decision_sources (decision_id, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING";
 
 /// A decision is linked from its request's verdict.
-pub(crate) const LINK_VERDICT: &str =
+const LINK_VERDICT: &str =
     "UPDATE routing_verdicts SET decision_id = $1 WHERE profile = $2 AND message_id = $3";
 
 /// Rows per multi-row statement: 500 rows of the widest (17 columns) stay well under
