@@ -117,7 +117,7 @@ impl<DB: Dialect> SqlStore<DB> {
     }
 
     /// The writer's turn, when writers take turns (see `writer_gate`).
-    pub(crate) async fn write_turn(&self) -> Option<WriteTurn<'_>> {
+    async fn write_turn(&self) -> Option<WriteTurn<'_>> {
         DB::write_turn(&self.state).await
     }
 
