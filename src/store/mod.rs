@@ -2,8 +2,9 @@
 //! [`InboxStore`], [`SessionStore`], [`EventLog`], [`DecisionStore`], [`TurnStore`] (and
 //! [`TurnLeases`] across replicas), [`ApiCalls`] (every replica's Open API calls),
 //! [`OutboundStore`], the batched [`FeedStore`] and the daily [`DigestStore`] — each
-//! implemented by a SQLite and a Postgres backend, with the SQL written once for both
-//! (`sql`). [`Store`] is all of them.
+//! implemented once, with the SQL written once, as generic code over the database
+//! (`sql`): [`SqliteStore`] and [`PgStore`] are that store on each, and `sqlite.rs` and
+//! `postgres.rs` hold what differs. [`Store`] is all of them.
 //!
 //! The store takes and returns the row types below, never Feishu JSON (the inbox payload
 //! is opaque text to it). Both backends run their own embedded migrations

@@ -6,24 +6,28 @@
 //! never process the same event twice. A connection sqlx still counts inside a
 //! transaction is closed, never reused (see `hygiene`). Connections use TLS as the URL's
 //! `sslmode` asks; `pg_tls` checks those settings and words TLS failures.
+//!
+//! The store's SQL is generic (`sql`); this file opens the pool, words connection
+//! failures and holds Postgres's [`Dialect`]: its locks and its inbox statement.
 
 use std::{str::FromStr, time::Duration};
 
 use sqlx::{
-    PgPool,
-    postgres::{PgConnectOptions, PgPoolOptions},
+    Connection, PgPool, Postgres,
+    migrate::Migrator,
+    postgres::{PgConnectOptions, PgPoolOptions, PgQueryResult},
 };
 
-use super::{Backend, StoreError};
+use super::{
+    Backend, NewInboxEvent, StoreError,
+    sql::{dialect::Dialect, inbox::bind_new_event, store::SqlStore, store::close_on_failure},
+    writer_gate::WriteTurn,
+};
 
-/// The Postgres store.
-#[derive(Debug, Clone)]
-pub struct PgStore {
-    pool: PgPool,
-    timeout: Duration,
-}
+/// The Postgres store: the generic store on Postgres.
+pub type PgStore = SqlStore<Postgres>;
 
-impl PgStore {
+impl SqlStore<Postgres> {
     /// Connects a pool. Connecting and acquiring are bounded by `timeout`. The URL's TLS
     /// settings are checked first (see `pg_tls`).
     pub async fn open(
@@ -56,7 +60,11 @@ impl PgStore {
             }
             Ok(Err(e)) => return Err(unreachable(&options, &e).unwrap_or(e.into())),
         };
-        Ok(Self { pool, timeout })
+        Ok(Self {
+            pool,
+            timeout,
+            state: (),
+        })
     }
 }
 
@@ -100,61 +108,64 @@ fn at(options: &PgConnectOptions) -> String {
     format!("{}:{}", options.get_host(), options.get_port())
 }
 
-impl PgStore {
-    /// Writes a group commit: one autocommit statement on a connection outside any
-    /// transaction (Postgres never ends a transaction block by itself, so sqlx's count
-    /// is exact), so its success means it committed.
-    async fn write_inbox(
-        &self,
-        q: &str,
-        events: &[super::NewInboxEvent],
-    ) -> Result<Vec<(String, String)>, StoreError> {
-        use sqlx::Connection as _;
-        super::sql::connection::on_own_connection!(self.pool, |conn| async {
-            if conn.is_in_transaction() {
-                return Err(StoreError::NotCommitted);
-            }
-            // Statement text varies with the batch size: not worth caching.
-            let mut query = sqlx::query_as::<_, (String, String)>(q).persistent(false);
-            for e in events {
-                query = super::sql::inbox::bind_new_event!(query, e);
-            }
-            Ok(query.fetch_all(&mut *conn).await?)
-        })
-    }
-}
+impl Dialect for Postgres {
+    const BACKEND: Backend = Backend::Postgres;
+    const MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
+    const NUMBERED: bool = true;
+    /// A plain `BEGIN`; the commit that follows is what makes a batch durable.
+    const BEGIN_WRITE: &'static str = "BEGIN";
+    /// Concurrent claimers (other workers, other replicas) skip each other's rows.
+    const CLAIM_LOCK: &'static str = "FOR UPDATE SKIP LOCKED";
+    /// Claims of every replica take turns (a transaction-scoped advisory lock), so two
+    /// never both find a chat free and split its events between them.
+    const CLAIM_SERIALIZE: &'static str = "SELECT pg_advisory_xact_lock(7301004116)";
+    /// Recordings of Open API calls take turns across replicas (their own advisory
+    /// lock), and need no flush to disk: a record lost in a crash of the database only
+    /// leaves a window looking emptier for its minute.
+    const CALLS_SERIALIZE: &'static [&'static str] = &[
+        "SET LOCAL synchronous_commit TO OFF",
+        "SELECT pg_advisory_xact_lock(7301004117)",
+    ];
 
-impl PgStore {
+    type State = ();
+
+    fn rows_affected(done: &PgQueryResult) -> u64 {
+        done.rows_affected()
+    }
+
     /// Postgres takes concurrent writers: no turn to wait for.
-    pub(crate) async fn write_turn(&self) -> Option<()> {
+    async fn write_turn(_: &()) -> Option<WriteTurn<'_>> {
         None
     }
+
+    /// Writes a group commit: one autocommit statement on a connection of its own
+    /// outside any transaction (Postgres never ends a transaction block by itself, so
+    /// sqlx's count is exact), so its success means it committed.
+    async fn write_inbox(
+        pool: &PgPool,
+        _: &(),
+        q: &str,
+        events: &[NewInboxEvent],
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let mut conn = pool.acquire().await?;
+        let result = insert_inbox(&mut conn, q, events).await;
+        close_on_failure(conn, result)
+    }
 }
 
-/// Concurrent claimers (other workers, other replicas) skip each other's rows.
-const CLAIM_LOCK: &str = "FOR UPDATE SKIP LOCKED";
-
-/// Claims of every replica take turns (a transaction-scoped advisory lock), so two never
-/// both find a chat free and split its events between them.
-const CLAIM_SERIALIZE: &str = "SELECT pg_advisory_xact_lock(7301004116)";
-
-/// A plain `BEGIN`; the commit that follows is what makes a batch durable.
-const BEGIN_WRITE: &str = "BEGIN";
-
-/// Recordings of Open API calls take turns across replicas (their own advisory lock),
-/// and need no flush to disk: a record lost in a crash of the database only leaves a
-/// window looking emptier for its minute.
-const CALLS_SERIALIZE: &[&str] = &[
-    "SET LOCAL synchronous_commit TO OFF",
-    "SELECT pg_advisory_xact_lock(7301004117)",
-];
-
-super::sql::impl_store!(
-    PgStore,
-    Backend::Postgres,
-    sqlx::migrate!("migrations/postgres"),
-    BEGIN_WRITE,
-    CLAIM_LOCK,
-    CLAIM_SERIALIZE,
-    CALLS_SERIALIZE
-);
+/// The group commit's statement on `conn`, refused when `conn` is inside a transaction.
+async fn insert_inbox(
+    conn: &mut sqlx::PgConnection,
+    q: &str,
+    events: &[NewInboxEvent],
+) -> Result<Vec<(String, String)>, StoreError> {
+    if conn.is_in_transaction() {
+        return Err(StoreError::NotCommitted);
+    }
+    // Statement text varies with the batch size: not worth caching.
+    let mut query = sqlx::query_as::<_, (String, String)>(q).persistent(false);
+    for e in events {
+        query = bind_new_event(query, e);
+    }
+    Ok(query.fetch_all(&mut *conn).await?)
+}

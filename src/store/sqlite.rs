@@ -7,25 +7,35 @@
 //! `writer_gate`). The inbox is written on a connection of its own, on
 //! which each batch's commit is confirmed (see `sqlite_inbox`); a pooled connection left
 //! inside a transaction is closed, never reused (see `hygiene`).
+//!
+//! The store's SQL is generic (`sql`); this file opens the pool and holds SQLite's
+//! [`Dialect`]: its statements, its writer's turn and its inbox connection.
 
 use std::{str::FromStr, sync::Arc, time::Duration};
 
 use sqlx::{
-    SqlitePool,
-    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
+    Sqlite, SqlitePool,
+    migrate::Migrator,
+    sqlite::{
+        SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteQueryResult,
+        SqliteSynchronous,
+    },
 };
 
 use super::{
     Backend, NewInboxEvent, StoreError,
+    sql::{dialect::Dialect, store::SqlStore},
     sqlite_inbox::InboxWriter,
     writer_gate::{WriteTurn, WriterGate},
 };
 
-/// The SQLite store.
+/// The SQLite store: the generic store on SQLite.
+pub type SqliteStore = SqlStore<Sqlite>;
+
+/// What a SQLite store keeps besides its pool: the options its inbox connection opens
+/// with, that connection, and the gate its writers take turns at.
 #[derive(Debug, Clone)]
-pub struct SqliteStore {
-    pool: SqlitePool,
-    timeout: Duration,
+pub struct SqliteState {
     options: SqliteConnectOptions,
     inbox: Arc<InboxWriter>,
     gate: Arc<WriterGate>,
@@ -38,7 +48,7 @@ pub struct ServingLock {
     _file: std::fs::File,
 }
 
-impl SqliteStore {
+impl SqlStore<Sqlite> {
     /// Takes the serving lock of the database file named by a `sqlite://` URL; `None`
     /// for an in-memory database. Fails when another process holds it: SQLite is one
     /// process's (several replicas share a Postgres database instead).
@@ -102,48 +112,50 @@ impl SqliteStore {
         Ok(Self {
             pool,
             timeout,
-            options,
-            inbox: Arc::default(),
-            gate: Arc::default(),
+            state: SqliteState {
+                options,
+                inbox: Arc::default(),
+                gate: Arc::default(),
+            },
         })
-    }
-
-    /// Writes a group commit on the inbox's own connection (see `sqlite_inbox`).
-    async fn write_inbox(
-        &self,
-        q: &str,
-        events: &[NewInboxEvent],
-    ) -> Result<Vec<(String, String)>, StoreError> {
-        let _turn = self.gate.inbox().await;
-        self.inbox.insert(&self.options, q, events).await
-    }
-
-    /// Any other write's turn at SQLite's one writer (see `writer_gate`).
-    pub(crate) async fn write_turn(&self) -> Option<WriteTurn<'_>> {
-        Some(self.gate.other().await)
     }
 }
 
-/// SQLite serialises writers and one process owns the file, so the claim's
-/// `UPDATE … RETURNING` is atomic without row locks.
-const CLAIM_LOCK: &str = "";
+impl Dialect for Sqlite {
+    const BACKEND: Backend = Backend::Sqlite;
+    const MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
+    const NUMBERED: bool = false;
+    /// Takes the write lock at once: a batch never waits to upgrade a read lock, and a
+    /// connection already inside a transaction fails here instead of nesting.
+    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
+    /// SQLite serialises writers and one process owns the file, so the claim's
+    /// `UPDATE … RETURNING` is atomic without row locks.
+    const CLAIM_LOCK: &'static str = "";
+    /// Nothing to add: a claim's first write takes SQLite's one write lock.
+    const CLAIM_SERIALIZE: &'static str = "SELECT 1";
+    /// One process writes the file, one write at a time.
+    const CALLS_SERIALIZE: &'static [&'static str] = &[];
 
-/// Nothing to add: a claim's first write takes SQLite's one write lock.
-const CLAIM_SERIALIZE: &str = "SELECT 1";
+    type State = SqliteState;
 
-/// Takes the write lock at once: a batch never waits to upgrade a read lock, and a
-/// connection already inside a transaction fails here instead of nesting.
-const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
+    fn rows_affected(done: &SqliteQueryResult) -> u64 {
+        done.rows_affected()
+    }
 
-/// One process writes the file, one write at a time.
-const CALLS_SERIALIZE: &[&str] = &[];
+    /// Any other write's turn at SQLite's one writer (see `writer_gate`).
+    async fn write_turn(state: &SqliteState) -> Option<WriteTurn<'_>> {
+        Some(state.gate.other().await)
+    }
 
-super::sql::impl_store!(
-    SqliteStore,
-    Backend::Sqlite,
-    sqlx::migrate!("migrations/sqlite"),
-    BEGIN_WRITE,
-    CLAIM_LOCK,
-    CLAIM_SERIALIZE,
-    CALLS_SERIALIZE
-);
+    /// Writes a group commit on the inbox's own connection (see `sqlite_inbox`), next
+    /// at the writer's gate.
+    async fn write_inbox(
+        _: &SqlitePool,
+        state: &SqliteState,
+        q: &str,
+        events: &[NewInboxEvent],
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let _turn = state.gate.inbox().await;
+        state.inbox.insert(&state.options, q, events).await
+    }
+}

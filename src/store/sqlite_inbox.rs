@@ -56,7 +56,7 @@ impl InboxWriter {
         // Statement text varies with the batch size: not worth caching.
         let mut query = sqlx::query_as::<_, (String, String)>(q).persistent(false);
         for e in events {
-            query = super::sql::inbox::bind_new_event!(query, e);
+            query = super::sql::inbox::bind_new_event(query, e);
         }
         let result = query.fetch_all(&mut writer.conn).await;
         let committed = writer.commits.load(Ordering::Acquire) - before;

@@ -18,7 +18,7 @@ pub(crate) struct WriterGate {
 }
 
 /// Holds the writer's turn until dropped.
-pub(crate) struct WriteTurn<'a> {
+pub struct WriteTurn<'a> {
     _others: Option<MutexGuard<'a, ()>>,
     _gate: MutexGuard<'a, ()>,
 }

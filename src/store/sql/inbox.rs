@@ -1,8 +1,21 @@
 //! SQL of the [`crate::store::InboxStore`]: the group-committed insert, claims with
 //! owners and leases, outcomes. SQLite accepts the same `$n` placeholders as Postgres,
-//! so only statements whose meaning differs (locking) are passed in per backend.
+//! so only what differs (the claim's locking) comes from the [`Dialect`].
 
-use crate::store::{Finish, InboxEvent};
+use async_trait::async_trait;
+use sqlx::query::QueryAs;
+
+use super::{
+    dialect::Dialect,
+    store::{SqlStore, Write},
+};
+use crate::{
+    store::{
+        Backend, ClaimLimits, Finish, InboxCounts, InboxEvent, InboxProblem, InboxStore,
+        InsertOutcome, NewInboxEvent, ProfileBacklog, StoreError,
+    },
+    util::UnixMs,
+};
 
 /// One multi-row `INSERT` for a whole group-commit batch: a statement per event would
 /// cost a round trip (and, on SQLite, a hand-off to its thread) per row. Rows that hit a
@@ -28,30 +41,27 @@ pub(crate) fn insert_inbox(rows: usize) -> String {
 
 /// Matches the `RETURNING` rows back to the batch: the first occurrence of a returned
 /// (profile, event id) was inserted; everything else was a duplicate.
-pub(crate) fn outcomes(
-    events: &[crate::store::NewInboxEvent],
-    inserted: Vec<(String, String)>,
-) -> Vec<crate::store::InsertOutcome> {
+fn outcomes(events: &[NewInboxEvent], inserted: Vec<(String, String)>) -> Vec<InsertOutcome> {
     let mut inserted: std::collections::HashSet<(String, String)> = inserted.into_iter().collect();
     events
         .iter()
         .map(|e| {
             if inserted.remove(&(e.profile.clone(), e.event_id.clone())) {
-                crate::store::InsertOutcome::Inserted
+                InsertOutcome::Inserted
             } else {
-                crate::store::InsertOutcome::Duplicate
+                InsertOutcome::Duplicate
             }
         })
         .collect()
 }
 
 /// Columns of an [`InboxEvent`], for `SELECT` and `RETURNING`.
-pub(crate) const INBOX_COLUMNS: &str = "id, profile, event_id, event_type, message_id, chat_key, payload, \
+const INBOX_COLUMNS: &str = "id, profile, event_id, event_type, message_id, chat_key, payload, \
      received_at, status, attempts, last_error, next_attempt_at";
 
 /// Claims whose lease ran out (their worker died) become pending again, keeping the
 /// attempt they counted.
-pub(crate) const EXPIRE: &str = "UPDATE inbox_events \
+const EXPIRE: &str = "UPDATE inbox_events \
      SET status = 'pending', lease_until = NULL, lease_owner = NULL \
      WHERE status = 'processing' AND lease_until < $1";
 
@@ -62,7 +72,7 @@ pub(crate) const EXPIRE: &str = "UPDATE inbox_events \
 /// alone, so each chat's events go through one worker at a time, in arrival order.
 /// Claims go round the chats (the worker starts after the last chat it took), so every
 /// chat with due work is served in turn, however old the others' backlogs.
-pub(crate) fn lanes(after: bool) -> String {
+fn lanes(after: bool) -> String {
     let first = if after { " AND chat_key > $4" } else { "" };
     format!(
         "\
@@ -85,11 +95,11 @@ LIMIT $3"
 }
 
 /// How many chats a claim looks at: beyond that, chats wait until earlier ones drain.
-pub(crate) const LANE_SCAN: i64 = 1024;
+const LANE_SCAN: i64 = 1024;
 
 /// Claims a chat's oldest due rows: `$1` now, `$2` lease, `$3` how many, `$4` owner,
 /// `$5` the chat; `lock` is the backend's row lock.
-pub(crate) fn claim_lane(lock: &str) -> String {
+fn claim_lane(lock: &str) -> String {
     format!(
         "UPDATE inbox_events SET status = 'processing', lease_until = $1 + $2, \
          lease_owner = $4, attempts = attempts + 1 \
@@ -117,7 +127,7 @@ const FINISH_FAILED: &str = "UPDATE inbox_events \
 pub(crate) const IDS_PER_STATEMENT: usize = 1000;
 
 /// `WHERE id IN (...)` with `n` placeholders from `$first` on.
-pub(crate) fn ids_from(first: usize, n: usize) -> String {
+fn ids_from(first: usize, n: usize) -> String {
     let list = (0..n)
         .map(|i| format!("${}", first + i))
         .collect::<Vec<_>>()
@@ -126,7 +136,7 @@ pub(crate) fn ids_from(first: usize, n: usize) -> String {
 }
 
 /// Returned to pending without counting the attempt (shutdown), for the listed rows.
-pub(crate) fn release(ids: usize) -> String {
+fn release(ids: usize) -> String {
     format!(
         "UPDATE inbox_events \
          SET status = 'pending', attempts = attempts - 1, lease_until = NULL, lease_owner = NULL{} \
@@ -137,12 +147,12 @@ pub(crate) fn release(ids: usize) -> String {
 
 /// An earlier run's claims become due at once: `$2` names the owner, `$3` takes every
 /// claim whatever its owner (SQLite, where one process owns the file).
-pub(crate) const RECLAIM: &str = "UPDATE inbox_events \
+const RECLAIM: &str = "UPDATE inbox_events \
      SET status = 'pending', lease_until = NULL, lease_owner = NULL, next_attempt_at = $1 \
      WHERE status = 'processing' AND (lease_owner = $2 OR $3)";
 
 /// The heartbeat: `$1` the new lease end, `$2` the owner, then one placeholder per id.
-pub(crate) fn renew(ids: usize) -> String {
+fn renew(ids: usize) -> String {
     let list = (0..ids)
         .map(|i| format!("${}", i + 3))
         .collect::<Vec<_>>()
@@ -155,7 +165,7 @@ pub(crate) fn renew(ids: usize) -> String {
 
 /// Each count uses the status index, so the cost follows the size of the small states,
 /// not of the whole history.
-pub(crate) const COUNTS: &str = "SELECT \
+const COUNTS: &str = "SELECT \
      (SELECT COUNT(*) FROM inbox_events WHERE status = 'pending') AS pending, \
      (SELECT COUNT(*) FROM inbox_events WHERE status = 'processing') AS processing, \
      (SELECT COUNT(*) FROM inbox_events WHERE status = 'failed') AS failed, \
@@ -163,31 +173,27 @@ pub(crate) const COUNTS: &str = "SELECT \
 
 /// Unfinished events per profile, through the status index (pending and processing
 /// rows only, however long the history).
-pub(crate) const BACKLOG: &str = "SELECT profile, COUNT(*) AS depth, MIN(received_at) AS oldest_received_at \
+const BACKLOG: &str = "SELECT profile, COUNT(*) AS depth, MIN(received_at) AS oldest_received_at \
      FROM inbox_events WHERE status IN ('pending', 'processing') \
      GROUP BY profile ORDER BY profile";
 
-pub(crate) const PROBLEMS: &str = "SELECT profile, event_id, event_type, status, attempts, last_error \
+const PROBLEMS: &str = "SELECT profile, event_id, event_type, status, attempts, last_error \
      FROM inbox_events WHERE status = 'failed' OR (status = 'pending' AND attempts > 0) \
      ORDER BY id DESC LIMIT $1";
 
-pub(crate) fn select_inbox_by_key() -> String {
+fn select_inbox_by_key() -> String {
     format!("SELECT {INBOX_COLUMNS} FROM inbox_events WHERE profile = $1 AND event_id = $2")
 }
 
 /// Rows claimed together come back from `RETURNING` in no particular order.
-pub(crate) fn in_arrival_order(mut events: Vec<InboxEvent>) -> Vec<InboxEvent> {
+fn in_arrival_order(mut events: Vec<InboxEvent>) -> Vec<InboxEvent> {
     events.sort_by_key(|e| e.id);
     events
 }
 
 /// The statement for `ids` rows and its `$1` (error) and `$2` (time) arguments for one
 /// [`Finish`].
-pub(crate) fn finish_statement(
-    finish: &Finish,
-    now: crate::util::UnixMs,
-    ids: usize,
-) -> (String, Option<&str>, crate::util::UnixMs) {
+fn finish_statement(finish: &Finish, now: UnixMs, ids: usize) -> (String, Option<&str>, UnixMs) {
     let (q, error, at) = match finish {
         Finish::Done => (FINISH_DONE, None, now),
         Finish::Retry { error, at } => (FINISH_RETRY, Some(error.as_str()), *at),
@@ -197,239 +203,214 @@ pub(crate) fn finish_statement(
     (format!("{q}{}", ids_from(3, ids)), error, at)
 }
 
-/// Records `finish` for `ids` inside the open transaction `$tx`, a statement per
+/// Records `finish` for `ids` inside the open transaction `tx`, a statement per
 /// [`IDS_PER_STATEMENT`] rows.
-macro_rules! finish_within {
-    ($tx:ident, $ids:expr, $finish:expr, $now:expr) => {
-        for chunk in $ids.chunks($crate::store::sql::inbox::IDS_PER_STATEMENT) {
-            let (q, error, at) =
-                $crate::store::sql::inbox::finish_statement($finish, $now, chunk.len());
-            let mut query = sqlx::query(&q).persistent(false).bind(error).bind(at);
-            for id in chunk {
-                query = query.bind(id);
-            }
-            query.execute(&mut *$tx).await?;
+pub(crate) async fn finish_within<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    ids: &[i64],
+    finish: &Finish,
+    now: UnixMs,
+) -> Result<(), StoreError> {
+    for chunk in ids.chunks(IDS_PER_STATEMENT) {
+        let (q, error, at) = finish_statement(finish, now, chunk.len());
+        let mut query = sqlx::query(&q).persistent(false).bind(error).bind(at);
+        for id in chunk {
+            query = query.bind(id);
         }
-    };
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
 }
-pub(crate) use finish_within;
+
+/// A statement that answers `(profile, event_id)` rows.
+pub(crate) type KeysQuery<'q, DB> =
+    QueryAs<'q, DB, (String, String), <DB as sqlx::Database>::Arguments<'q>>;
 
 /// Binds one [`NewInboxEvent`] to its eight placeholders of [`insert_inbox`].
-macro_rules! bind_new_event {
-    ($query:expr, $e:expr) => {
-        $query
-            .bind(&$e.profile)
-            .bind(&$e.event_id)
-            .bind(&$e.event_type)
-            .bind(&$e.message_id)
-            .bind(&$e.chat_key)
-            .bind(&$e.payload)
-            .bind($e.received_at)
-            .bind($e.status.as_str())
-    };
+pub(crate) fn bind_new_event<'q, DB: Dialect>(
+    query: KeysQuery<'q, DB>,
+    e: &'q NewInboxEvent,
+) -> KeysQuery<'q, DB> {
+    query
+        .bind(&e.profile)
+        .bind(&e.event_id)
+        .bind(&e.event_type)
+        .bind(&e.message_id)
+        .bind(&e.chat_key)
+        .bind(&e.payload)
+        .bind(e.received_at)
+        .bind(e.status.as_str())
 }
-pub(crate) use bind_new_event;
 
-/// Implements [`crate::store::InboxStore`] for a backend type with `pool` and `timeout`
-/// fields (see `sql` for why this is a macro).
-macro_rules! impl_inbox_store {
-    ($ty:ty, $backend:expr, $claim_lock:expr, $claim_serialize:expr) => {
-        #[async_trait::async_trait]
-        impl $crate::store::InboxStore for $ty {
-            async fn insert_inbox_batch(
-                &self,
-                events: &[$crate::store::NewInboxEvent],
-            ) -> Result<Vec<$crate::store::InsertOutcome>, $crate::store::StoreError> {
-                if events.is_empty() {
-                    return Ok(Vec::new());
+#[async_trait]
+impl<DB: Dialect> InboxStore for SqlStore<DB> {
+    async fn insert_inbox_batch(
+        &self,
+        events: &[NewInboxEvent],
+    ) -> Result<Vec<InsertOutcome>, StoreError> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let q = insert_inbox(events.len());
+        self.bounded(async {
+            let inserted = self.write_inbox(&q, events).await?;
+            Ok(outcomes(events, inserted))
+        })
+        .await
+    }
+
+    async fn claim_inbox(
+        &self,
+        owner: &str,
+        now: UnixMs,
+        lease_ms: i64,
+        limits: ClaimLimits,
+        after_chat: Option<&str>,
+    ) -> Result<Vec<InboxEvent>, StoreError> {
+        let claim = claim_lane(DB::CLAIM_LOCK);
+        let rows = self
+            .bounded(async {
+                let mut tx = self.transaction().await?;
+                sqlx::query(DB::CLAIM_SERIALIZE).execute(&mut *tx).await?;
+                sqlx::query(EXPIRE).bind(now).execute(&mut *tx).await?;
+                let lanes = free_lanes(&mut tx, now, limits, after_chat).await?;
+                let mut rows: Vec<InboxEvent> = Vec::new();
+                for chat in &lanes {
+                    let claimed: Vec<InboxEvent> = sqlx::query_as(&claim)
+                        .bind(now)
+                        .bind(lease_ms)
+                        .bind(limits.per_chat)
+                        .bind(owner)
+                        .bind(chat)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    rows.extend(claimed);
                 }
-                let q = $crate::store::sql::inbox::insert_inbox(events.len());
-                $crate::store::bounded(self.timeout, async {
-                    let inserted = self.write_inbox(&q, events).await?;
-                    Ok($crate::store::sql::inbox::outcomes(events, inserted))
-                })
-                .await
-            }
+                tx.commit().await?;
+                Ok(rows)
+            })
+            .await?;
+        Ok(in_arrival_order(rows))
+    }
 
-            async fn claim_inbox(
-                &self,
-                owner: &str,
-                now: $crate::util::UnixMs,
-                lease_ms: i64,
-                limits: $crate::store::ClaimLimits,
-                after_chat: Option<&str>,
-            ) -> Result<Vec<$crate::store::InboxEvent>, $crate::store::StoreError> {
-                use $crate::store::sql::{inbox, transaction, within};
-                let claim = inbox::claim_lane($claim_lock);
-                let rows = transaction!(self, |tx| {
-                    within!(tx, query, execute, $claim_serialize);
-                    within!(tx, query, execute, inbox::EXPIRE, now);
-                    let wanted = usize::try_from(limits.chats).unwrap_or(usize::MAX);
-                    let mut lanes: Vec<String> = match after_chat {
-                        Some(after) => within!(
-                            tx,
-                            query_scalar,
-                            fetch_all,
-                            &inbox::lanes(true),
-                            now,
-                            inbox::LANE_SCAN,
-                            limits.chats,
-                            after,
-                        ),
-                        None => Vec::new(),
-                    };
-                    if lanes.len() < wanted {
-                        let from_start: Vec<String> = within!(
-                            tx,
-                            query_scalar,
-                            fetch_all,
-                            &inbox::lanes(false),
-                            now,
-                            inbox::LANE_SCAN,
-                            limits.chats,
-                        );
-                        for chat in from_start {
-                            if lanes.len() < wanted && !lanes.contains(&chat) {
-                                lanes.push(chat);
-                            }
-                        }
-                    }
-                    let mut rows: Vec<$crate::store::InboxEvent> = Vec::new();
-                    for chat in &lanes {
-                        rows.extend(within!(
-                            tx,
-                            query_as,
-                            fetch_all,
-                            &claim,
-                            now,
-                            lease_ms,
-                            limits.per_chat,
-                            owner,
-                            chat,
-                        ));
-                    }
-                    rows
-                })?;
-                Ok(inbox::in_arrival_order(rows))
-            }
+    async fn renew_leases(
+        &self,
+        owner: &str,
+        ids: &[i64],
+        until: UnixMs,
+    ) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let q = renew(ids.len());
+        let mut query = sqlx::query(&q).persistent(false).bind(until).bind(owner);
+        for id in ids {
+            query = query.bind(id);
+        }
+        self.execute(query).await.map(drop)
+    }
 
-            async fn renew_leases(
-                &self,
-                owner: &str,
-                ids: &[i64],
-                until: $crate::util::UnixMs,
-            ) -> Result<(), $crate::store::StoreError> {
-                if ids.is_empty() {
-                    return Ok(());
+    async fn reclaim_inbox(&self, owner: &str, now: UnixMs) -> Result<u64, StoreError> {
+        let every_claim = DB::BACKEND == Backend::Sqlite;
+        let query = sqlx::query(RECLAIM).bind(now).bind(owner).bind(every_claim);
+        self.execute(query).await
+    }
+
+    async fn finish_inbox(
+        &self,
+        ids: &[i64],
+        finish: &Finish,
+        now: UnixMs,
+    ) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.bounded(async {
+            let mut tx = self.transaction().await?;
+            finish_within(&mut tx, ids, finish, now).await?;
+            tx.commit().await
+        })
+        .await
+    }
+
+    async fn release_inbox(&self, ids: &[i64]) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.bounded(async {
+            let mut tx = self.transaction().await?;
+            for chunk in ids.chunks(IDS_PER_STATEMENT) {
+                let q = release(chunk.len());
+                let mut query = sqlx::query(&q).persistent(false);
+                for id in chunk {
+                    query = query.bind(id);
                 }
-                let q = $crate::store::sql::inbox::renew(ids.len());
-                $crate::store::bounded(self.timeout, async {
-                    let _turn = self.write_turn().await;
-                    let mut query = sqlx::query(&q).persistent(false).bind(until).bind(owner);
-                    for id in ids {
-                        query = query.bind(id);
-                    }
-                    query.execute(&self.pool).await?;
-                    Ok(())
-                })
-                .await
+                query.execute(&mut *tx).await?;
             }
+            tx.commit().await
+        })
+        .await
+    }
 
-            async fn reclaim_inbox(
-                &self,
-                owner: &str,
-                now: $crate::util::UnixMs,
-            ) -> Result<u64, $crate::store::StoreError> {
-                let every_claim = matches!($backend, $crate::store::Backend::Sqlite);
-                $crate::store::sql::execute!(
-                    self,
-                    $crate::store::sql::inbox::RECLAIM,
-                    now,
-                    owner,
-                    every_claim,
-                )
-            }
+    async fn inbox_counts(&self) -> Result<InboxCounts, StoreError> {
+        self.fetch(sqlx::query_as(COUNTS).fetch_one(&self.pool))
+            .await
+    }
 
-            async fn finish_inbox(
-                &self,
-                ids: &[i64],
-                finish: &$crate::store::Finish,
-                now: $crate::util::UnixMs,
-            ) -> Result<(), $crate::store::StoreError> {
-                if ids.is_empty() {
-                    return Ok(());
-                }
-                $crate::store::sql::transaction!(self, |tx| {
-                    $crate::store::sql::inbox::finish_within!(tx, ids, finish, now);
-                })
-            }
+    async fn inbox_backlog(&self) -> Result<Vec<ProfileBacklog>, StoreError> {
+        self.fetch(sqlx::query_as(BACKLOG).fetch_all(&self.pool))
+            .await
+    }
 
-            async fn release_inbox(&self, ids: &[i64]) -> Result<(), $crate::store::StoreError> {
-                if ids.is_empty() {
-                    return Ok(());
-                }
-                $crate::store::sql::transaction!(self, |tx| {
-                    for chunk in ids.chunks($crate::store::sql::inbox::IDS_PER_STATEMENT) {
-                        let q = $crate::store::sql::inbox::release(chunk.len());
-                        let mut query = sqlx::query(&q).persistent(false);
-                        for id in chunk {
-                            query = query.bind(id);
-                        }
-                        query.execute(&mut *tx).await?;
-                    }
-                })
-            }
+    async fn inbox_problems(&self, limit: i64) -> Result<Vec<InboxProblem>, StoreError> {
+        self.fetch(sqlx::query_as(PROBLEMS).bind(limit).fetch_all(&self.pool))
+            .await
+    }
 
-            async fn inbox_counts(
-                &self,
-            ) -> Result<$crate::store::InboxCounts, $crate::store::StoreError> {
-                $crate::store::sql::fetch!(
-                    self,
-                    query_as,
-                    fetch_one,
-                    $crate::store::sql::inbox::COUNTS,
-                )
-            }
+    async fn inbox_event(
+        &self,
+        profile: &str,
+        event_id: &str,
+    ) -> Result<Option<InboxEvent>, StoreError> {
+        let q = select_inbox_by_key();
+        let query = sqlx::query_as(&q).bind(profile).bind(event_id);
+        self.fetch(query.fetch_optional(&self.pool)).await
+    }
+}
 
-            async fn inbox_backlog(
-                &self,
-            ) -> Result<Vec<$crate::store::ProfileBacklog>, $crate::store::StoreError> {
-                $crate::store::sql::fetch!(
-                    self,
-                    query_as,
-                    fetch_all,
-                    $crate::store::sql::inbox::BACKLOG,
-                )
-            }
-
-            async fn inbox_problems(
-                &self,
-                limit: i64,
-            ) -> Result<Vec<$crate::store::InboxProblem>, $crate::store::StoreError> {
-                $crate::store::sql::fetch!(
-                    self,
-                    query_as,
-                    fetch_all,
-                    $crate::store::sql::inbox::PROBLEMS,
-                    limit,
-                )
-            }
-
-            async fn inbox_event(
-                &self,
-                profile: &str,
-                event_id: &str,
-            ) -> Result<Option<$crate::store::InboxEvent>, $crate::store::StoreError> {
-                $crate::store::sql::fetch!(
-                    self,
-                    query_as,
-                    fetch_optional,
-                    &$crate::store::sql::inbox::select_inbox_by_key(),
-                    profile,
-                    event_id,
-                )
+/// The chats a claim takes, at most `limits.chats`: those after `after_chat` first, then
+/// from the start (see [`lanes`]).
+async fn free_lanes<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    now: UnixMs,
+    limits: ClaimLimits,
+    after_chat: Option<&str>,
+) -> Result<Vec<String>, StoreError> {
+    let wanted = usize::try_from(limits.chats).unwrap_or(usize::MAX);
+    let mut chats: Vec<String> = match after_chat {
+        Some(after) => {
+            sqlx::query_scalar(&lanes(true))
+                .bind(now)
+                .bind(LANE_SCAN)
+                .bind(limits.chats)
+                .bind(after)
+                .fetch_all(&mut **tx)
+                .await?
+        }
+        None => Vec::new(),
+    };
+    if chats.len() < wanted {
+        let from_start: Vec<String> = sqlx::query_scalar(&lanes(false))
+            .bind(now)
+            .bind(LANE_SCAN)
+            .bind(limits.chats)
+            .fetch_all(&mut **tx)
+            .await?;
+        for chat in from_start {
+            if chats.len() < wanted && !chats.contains(&chat) {
+                chats.push(chat);
             }
         }
-    };
+    }
+    Ok(chats)
 }
-pub(crate) use impl_inbox_store;

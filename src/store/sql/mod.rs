@@ -1,102 +1,27 @@
 //! The SQL of every store surface, written once for both backends.
 //!
 //! SQLite accepts the same `$n` placeholders as Postgres, so each statement is written
-//! once. The `impl_*!` macros implement a surface's trait for a backend type with `pool`
-//! and `timeout` fields: the method bodies are written once here and type-checked
-//! against each backend's own pool; what differs is passed in (the backend tag, its
-//! migrator, the claim's row lock, the statement that begins a write transaction).
-//! `writes` holds the statements several surfaces share and uses no other module here.
+//! once, and each surface's trait is implemented once, as generic code, for
+//! [`store::SqlStore`]: `SqliteStore` and `PgStore` are its two instances. What the code
+//! needs of a database, and what really differs between the two (the migrator, the
+//! statement that begins a write transaction, the claim's row lock, the statements that
+//! serialise claims and call recordings, placeholder numbering, the writer's turn, the
+//! inbox's group commit), is the [`dialect::Dialect`] trait, which `sqlx::Sqlite` and
+//! `sqlx::Postgres` implement in `sqlite.rs` and `postgres.rs`. `writes` holds the
+//! statements several surfaces share and uses no other statement module.
 
 pub(crate) mod api_calls;
-pub(crate) mod connection;
 pub(crate) mod database;
 pub(crate) mod decisions;
+pub(crate) mod dialect;
 pub(crate) mod digests;
 pub(crate) mod event_log;
 pub(crate) mod feed;
 pub(crate) mod inbox;
 pub(crate) mod outbound;
+pub(crate) mod routes;
 pub(crate) mod sessions;
+pub(crate) mod store;
 pub(crate) mod turn_leases;
 pub(crate) mod turns;
 pub(crate) mod writes;
-
-/// One bounded statement that fetches, on `$store`'s pool, typed by the calling
-/// method's return type: `fetch!(self, query_as, fetch_all, sql, bind, …)`.
-macro_rules! fetch {
-    ($store:ident, $kind:ident, $fetch:ident, $sql:expr $(, $arg:expr)* $(,)?) => {
-        $crate::store::bounded($store.timeout, async {
-            Ok(sqlx::$kind($sql)$(.bind($arg))*.$fetch(&$store.pool).await?)
-        })
-        .await
-    };
-}
-pub(crate) use fetch;
-
-/// Every store surface for the backend type `$store`: `$begin` is its statement that
-/// begins a write transaction, `$claim_lock` the row lock of an inbox claim,
-/// `$claim_serialize` the statement that makes claims take turns, `$calls_serialize` the
-/// statements that make the recording of Open API calls take turns.
-macro_rules! impl_store {
-    ($store:ty, $backend:expr, $migrator:expr, $begin:expr, $claim_lock:expr, $claim_serialize:expr, $calls_serialize:expr) => {
-        $crate::store::sql::database::impl_database!($store, $backend, $migrator, $begin);
-        $crate::store::sql::inbox::impl_inbox_store!(
-            $store,
-            $backend,
-            $claim_lock,
-            $claim_serialize
-        );
-        $crate::store::sql::sessions::impl_session_store!($store);
-        $crate::store::sql::event_log::impl_event_log!($store);
-        $crate::store::sql::decisions::impl_decision_store!($store);
-        $crate::store::sql::turns::impl_turn_store!($store);
-        $crate::store::sql::turn_leases::impl_turn_leases!($store);
-        $crate::store::sql::outbound::impl_outbound_store!($store);
-        $crate::store::sql::feed::impl_feed_store!($store);
-        $crate::store::sql::digests::impl_digest_store!($store);
-        $crate::store::sql::api_calls::impl_api_calls!($store, $calls_serialize);
-    };
-}
-pub(crate) use impl_store;
-
-/// One bounded write that returns no rows, on `$store`'s pool, in the writer's turn
-/// (see `writer_gate`); how many rows it changed: `execute!(self, sql, bind, …)`.
-macro_rules! execute {
-    ($store:ident, $sql:expr $(, $arg:expr)* $(,)?) => {
-        $crate::store::bounded($store.timeout, async {
-            let _turn = $store.write_turn().await;
-            let done = sqlx::query($sql)$(.bind($arg))*.execute(&$store.pool).await?;
-            Ok(done.rows_affected())
-        })
-        .await
-    };
-}
-pub(crate) use execute;
-
-/// One write transaction on `$store`'s pool, in the writer's turn (see `writer_gate`),
-/// bounded as a whole, waiting for the turn included:
-/// `transaction!(self, |tx| { …; value })` runs the block with `tx` open and answers its
-/// value once the commit succeeded. A `?` or `return` inside leaves without committing
-/// (the transaction rolls back when `tx` drops).
-macro_rules! transaction {
-    ($store:ident, |$tx:ident| $body:block) => {
-        $crate::store::bounded($store.timeout, async {
-            let _turn = $store.write_turn().await;
-            let mut $tx = $store.pool.begin().await?;
-            let value = $body;
-            $tx.commit().await?;
-            Ok(value)
-        })
-        .await
-    };
-}
-pub(crate) use transaction;
-
-/// One statement inside an open transaction `$tx`, its error returned with `?`:
-/// `within!(tx, query, execute, sql, bind, …)` or `within!(tx, query_as, fetch_one, …)`.
-macro_rules! within {
-    ($tx:ident, $kind:ident, $run:ident, $sql:expr $(, $arg:expr)* $(,)?) => {
-        sqlx::$kind($sql)$(.bind($arg))*.$run(&mut *$tx).await?
-    };
-}
-pub(crate) use within;

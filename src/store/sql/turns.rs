@@ -1,19 +1,34 @@
 //! SQL of the [`crate::store::TurnStore`]: turns from queued to ended.
 
+use async_trait::async_trait;
+
+use super::{
+    dialect::Dialect,
+    store::SqlStore,
+    writes::{CONSUME, insert_decision, insert_events},
+};
+use crate::{
+    store::{
+        HistoryQuery, StartedTurn, StoreError, TurnCompletion, TurnFilter, TurnRow, TurnStart,
+        TurnState, TurnStore,
+    },
+    util::UnixMs,
+};
+
 pub(crate) const TURN_COLUMNS: &str = "id, turn_id, profile, session_key, session_id, chat_id, \
      message_id, request_text, job_json, state, decision_id, output, reply_message_id, \
      card_message_id, card_id, error, lease_owner, \
      queued_at, started_at, answered_at, finished_at";
 
-pub(crate) const START: &str = "\
+const START: &str = "\
 UPDATE turns SET state = 'running', session_id = $2, started_at = $3, decision_id = $4
 WHERE turn_id = $1 AND state = 'queued' AND lease_owner = $5 RETURNING id";
 
-pub(crate) const END: &str = "\
+const END: &str = "\
 UPDATE turns SET state = $2, error = $3, finished_at = $4
 WHERE turn_id = $1 AND state IN ('queued', 'running')";
 
-pub(crate) const SUCCEED: &str = "\
+const SUCCEED: &str = "\
 UPDATE turns SET state = 'succeeded', reply_message_id = $2, finished_at = $3, error = NULL
 WHERE turn_id = $1 AND state = 'running'";
 
@@ -21,216 +36,169 @@ pub(crate) fn select(where_clause: &str) -> String {
     format!("SELECT {TURN_COLUMNS} FROM turns WHERE {where_clause}")
 }
 
-/// Implements [`crate::store::TurnStore`] for a backend type with `pool` and `timeout`
-/// fields (see `sql` for why this is a macro).
-macro_rules! impl_turn_store {
-    ($ty:ty) => {
-        #[async_trait::async_trait]
-        impl $crate::store::TurnStore for $ty {
-            async fn start_turn(
-                &self,
-                s: &$crate::store::TurnStart<'_>,
-            ) -> Result<Option<$crate::store::StartedTurn>, $crate::store::StoreError> {
-                use $crate::store::sql::{transaction, turns, within, writes};
-                transaction!(self, |tx| {
-                    let decision_id = writes::insert_decision!(tx, s.decision);
-                    let row_id: Option<i64> = within!(
-                        tx,
-                        query_scalar,
-                        fetch_optional,
-                        turns::START,
-                        s.turn_id,
-                        &s.decision.session_id,
-                        s.now,
-                        decision_id,
-                        s.owner,
-                    );
-                    let Some(row_id) = row_id else {
-                        // No longer queued: nothing of this start is kept.
-                        tx.rollback().await?;
-                        return Ok(None);
-                    };
-                    if let Some((profile, scope, up_to)) = s.consume {
-                        within!(
-                            tx,
-                            query,
-                            execute,
-                            writes::CONSUME,
-                            profile,
-                            scope,
-                            up_to,
-                            s.now
-                        );
-                    }
-                    Some($crate::store::StartedTurn {
-                        row_id,
-                        decision_id,
-                    })
-                })
-            }
+const SET_CARD: &str = "UPDATE turns SET card_message_id = $2, card_id = $3 WHERE turn_id = $1";
 
-            async fn set_turn_card(
-                &self,
-                turn_id: &str,
-                message_id: &str,
-                card_id: Option<&str>,
-            ) -> Result<(), $crate::store::StoreError> {
-                $crate::store::sql::execute!(
-                    self,
-                    "UPDATE turns SET card_message_id = $2, card_id = $3 WHERE turn_id = $1",
-                    turn_id,
-                    message_id,
-                    card_id,
-                )
-                .map(drop)
-            }
+const SAVE_OUTPUT: &str =
+    "UPDATE turns SET output = $2, answered_at = $3 WHERE turn_id = $1 AND state = 'running'";
 
-            async fn save_turn_output(
-                &self,
-                turn_id: &str,
-                output: &str,
-                now: $crate::util::UnixMs,
-            ) -> Result<(), $crate::store::StoreError> {
-                $crate::store::sql::execute!(
-                    self,
-                    "UPDATE turns SET output = $2, answered_at = $3 \
-                     WHERE turn_id = $1 AND state = 'running'",
-                    turn_id,
-                    output,
-                    now,
-                )
-                .map(drop)
-            }
+const TOPIC_ROOT_DELIVERED: &str = "\
+UPDATE sessions SET topic_root_prompt_delivered = TRUE
+WHERE profile = $1 AND session_key = $2 AND session_id = $3";
 
-            async fn end_turn(
-                &self,
-                turn_id: &str,
-                state: $crate::store::TurnState,
-                error: &str,
-                now: $crate::util::UnixMs,
-            ) -> Result<bool, $crate::store::StoreError> {
-                let changed = $crate::store::sql::execute!(
-                    self,
-                    $crate::store::sql::turns::END,
-                    turn_id,
-                    state.as_str(),
-                    error,
-                    now,
-                )?;
-                Ok(changed == 1)
-            }
+const COUNTS: &str = "\
+SELECT COALESCE(SUM(CASE WHEN state = 'queued' THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(CASE WHEN state = 'running' THEN 1 ELSE 0 END), 0)
+FROM turns WHERE state IN ('queued', 'running')";
 
-            async fn complete_turn(
-                &self,
-                c: &$crate::store::TurnCompletion,
-            ) -> Result<(), $crate::store::StoreError> {
-                use $crate::store::sql::{transaction, turns, within, writes};
-                transaction!(self, |tx| {
-                    writes::insert_events!(tx, std::slice::from_ref(&c.output_event));
-                    if let Some((profile, key, session_id)) = &c.topic_root_delivered {
-                        within!(
-                            tx,
-                            query,
-                            execute,
-                            "UPDATE sessions SET topic_root_prompt_delivered = TRUE \
-                             WHERE profile = $1 AND session_key = $2 AND session_id = $3",
-                            profile,
-                            key,
-                            session_id,
-                        );
-                    }
-                    within!(
-                        tx,
-                        query,
-                        execute,
-                        turns::SUCCEED,
-                        &c.turn_id,
-                        &c.reply_message_id,
-                        c.now,
-                    );
-                })
+#[async_trait]
+impl<DB: Dialect> TurnStore for SqlStore<DB> {
+    async fn start_turn(&self, s: &TurnStart<'_>) -> Result<Option<StartedTurn>, StoreError> {
+        self.bounded(async {
+            let mut tx = self.transaction().await?;
+            let decision_id = insert_decision(&mut tx, s.decision).await?;
+            let row_id: Option<i64> = sqlx::query_scalar(START)
+                .bind(s.turn_id)
+                .bind(&s.decision.session_id)
+                .bind(s.now)
+                .bind(decision_id)
+                .bind(s.owner)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(row_id) = row_id else {
+                // No longer queued: nothing of this start is kept.
+                tx.rollback().await?;
+                return Ok(None);
+            };
+            if let Some((profile, scope, up_to)) = s.consume {
+                sqlx::query(CONSUME)
+                    .bind(profile)
+                    .bind(scope)
+                    .bind(up_to)
+                    .bind(s.now)
+                    .execute(&mut *tx)
+                    .await?;
             }
+            tx.commit().await?;
+            Ok(Some(StartedTurn {
+                row_id,
+                decision_id,
+            }))
+        })
+        .await
+    }
 
-            async fn turn(
-                &self,
-                turn_id: &str,
-            ) -> Result<Option<$crate::store::TurnRow>, $crate::store::StoreError> {
-                let q = $crate::store::sql::turns::select("turn_id = $1");
-                $crate::store::sql::fetch!(self, query_as, fetch_optional, &q, turn_id)
-            }
+    async fn set_turn_card(
+        &self,
+        turn_id: &str,
+        message_id: &str,
+        card_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let query = sqlx::query(SET_CARD)
+            .bind(turn_id)
+            .bind(message_id)
+            .bind(card_id);
+        self.execute(query).await.map(drop)
+    }
 
-            async fn turn_of_decision(
-                &self,
-                decision_id: i64,
-            ) -> Result<Option<$crate::store::TurnRow>, $crate::store::StoreError> {
-                let q =
-                    $crate::store::sql::turns::select("decision_id = $1 ORDER BY id DESC LIMIT 1");
-                $crate::store::sql::fetch!(self, query_as, fetch_optional, &q, decision_id)
-            }
+    async fn save_turn_output(
+        &self,
+        turn_id: &str,
+        output: &str,
+        now: UnixMs,
+    ) -> Result<(), StoreError> {
+        let query = sqlx::query(SAVE_OUTPUT)
+            .bind(turn_id)
+            .bind(output)
+            .bind(now);
+        self.execute(query).await.map(drop)
+    }
 
-            async fn unfinished_turns(
-                &self,
-            ) -> Result<Vec<$crate::store::TurnRow>, $crate::store::StoreError> {
-                let q =
-                    $crate::store::sql::turns::select("state IN ('queued', 'running') ORDER BY id");
-                $crate::store::sql::fetch!(self, query_as, fetch_all, &q)
-            }
+    async fn end_turn(
+        &self,
+        turn_id: &str,
+        state: TurnState,
+        error: &str,
+        now: UnixMs,
+    ) -> Result<bool, StoreError> {
+        let query = sqlx::query(END)
+            .bind(turn_id)
+            .bind(state.as_str())
+            .bind(error)
+            .bind(now);
+        Ok(self.execute(query).await? == 1)
+    }
 
-            async fn session_history(
-                &self,
-                h: &$crate::store::HistoryQuery<'_>,
-            ) -> Result<Vec<$crate::store::TurnRow>, $crate::store::StoreError> {
-                let q = $crate::store::sql::turns::select(
-                    "profile = $1 AND session_key = $2 AND id < $4 AND session_id = $3 \
-                     AND state = 'succeeded' ORDER BY id DESC LIMIT $5",
-                );
-                let mut rows: Vec<$crate::store::TurnRow> = $crate::store::sql::fetch!(
-                    self,
-                    query_as,
-                    fetch_all,
-                    &q,
-                    h.profile,
-                    h.session_key,
-                    h.session_id,
-                    h.before_id,
-                    h.limit,
-                )?;
-                rows.reverse();
-                Ok(rows)
+    async fn complete_turn(&self, c: &TurnCompletion) -> Result<(), StoreError> {
+        self.bounded(async {
+            let mut tx = self.transaction().await?;
+            insert_events(&mut tx, std::slice::from_ref(&c.output_event)).await?;
+            if let Some((profile, key, session_id)) = &c.topic_root_delivered {
+                sqlx::query(TOPIC_ROOT_DELIVERED)
+                    .bind(profile)
+                    .bind(key)
+                    .bind(session_id)
+                    .execute(&mut *tx)
+                    .await?;
             }
+            sqlx::query(SUCCEED)
+                .bind(&c.turn_id)
+                .bind(&c.reply_message_id)
+                .bind(c.now)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await
+        })
+        .await
+    }
 
-            async fn turns(
-                &self,
-                f: &$crate::store::TurnFilter,
-            ) -> Result<Vec<$crate::store::TurnRow>, $crate::store::StoreError> {
-                let q = $crate::store::sql::turns::select(
-                    "($1 IS NULL OR profile = $1) AND ($2 IS NULL OR session_key = $2) \
-                     AND ($3 IS NULL OR state = $3) ORDER BY id DESC LIMIT $4",
-                );
-                $crate::store::sql::fetch!(
-                    self,
-                    query_as,
-                    fetch_all,
-                    &q,
-                    &f.profile,
-                    &f.session_key,
-                    &f.state,
-                    f.limit,
-                )
-            }
+    async fn turn(&self, turn_id: &str) -> Result<Option<TurnRow>, StoreError> {
+        let q = select("turn_id = $1");
+        self.fetch(sqlx::query_as(&q).bind(turn_id).fetch_optional(&self.pool))
+            .await
+    }
 
-            async fn turn_counts(&self) -> Result<(i64, i64), $crate::store::StoreError> {
-                let (q, r): (i64, i64) = $crate::store::sql::fetch!(
-                    self,
-                    query_as,
-                    fetch_one,
-                    "SELECT COALESCE(SUM(CASE WHEN state = 'queued' THEN 1 ELSE 0 END), 0), \
-                     COALESCE(SUM(CASE WHEN state = 'running' THEN 1 ELSE 0 END), 0) \
-                     FROM turns WHERE state IN ('queued', 'running')",
-                )?;
-                Ok((q, r))
-            }
-        }
-    };
+    async fn turn_of_decision(&self, decision_id: i64) -> Result<Option<TurnRow>, StoreError> {
+        let q = select("decision_id = $1 ORDER BY id DESC LIMIT 1");
+        let query = sqlx::query_as(&q).bind(decision_id);
+        self.fetch(query.fetch_optional(&self.pool)).await
+    }
+
+    async fn unfinished_turns(&self) -> Result<Vec<TurnRow>, StoreError> {
+        let q = select("state IN ('queued', 'running') ORDER BY id");
+        self.fetch(sqlx::query_as(&q).fetch_all(&self.pool)).await
+    }
+
+    async fn session_history(&self, h: &HistoryQuery<'_>) -> Result<Vec<TurnRow>, StoreError> {
+        let q = select(
+            "profile = $1 AND session_key = $2 AND id < $4 AND session_id = $3 \
+             AND state = 'succeeded' ORDER BY id DESC LIMIT $5",
+        );
+        let query = sqlx::query_as(&q)
+            .bind(h.profile)
+            .bind(h.session_key)
+            .bind(h.session_id)
+            .bind(h.before_id)
+            .bind(h.limit);
+        let mut rows: Vec<TurnRow> = self.fetch(query.fetch_all(&self.pool)).await?;
+        rows.reverse();
+        Ok(rows)
+    }
+
+    async fn turns(&self, f: &TurnFilter) -> Result<Vec<TurnRow>, StoreError> {
+        let q = select(
+            "($1 IS NULL OR profile = $1) AND ($2 IS NULL OR session_key = $2) \
+             AND ($3 IS NULL OR state = $3) ORDER BY id DESC LIMIT $4",
+        );
+        let query = sqlx::query_as(&q)
+            .bind(&f.profile)
+            .bind(&f.session_key)
+            .bind(&f.state)
+            .bind(f.limit);
+        self.fetch(query.fetch_all(&self.pool)).await
+    }
+
+    async fn turn_counts(&self) -> Result<(i64, i64), StoreError> {
+        self.fetch(sqlx::query_as(COUNTS).fetch_one(&self.pool))
+            .await
+    }
 }
-pub(crate) use impl_turn_store;

@@ -2,7 +2,10 @@
 //! records with their items, verdicts, display names, session mappings, turns,
 //! decisions and history watermarks. A leaf: it uses no other statement module.
 
-pub(crate) const INSERT_EVENT: &str = "\
+use super::{dialect::Dialect, store::Write};
+use crate::store::{NewContextEvent, NewDecision, NewTurn, NewVerdict, StoreError};
+
+const INSERT_EVENT: &str = "\
 INSERT INTO thread_context_events
     (chat_id, chat_type, root_msg_id, thread_id, message_id, event_type, actor_type, actor_id,
      bridge_id, bot_profile, target_id, target_name, session_name, history_scope, text,
@@ -11,74 +14,64 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $
 ON CONFLICT DO NOTHING
 RETURNING id";
 
-pub(crate) const INSERT_ITEM: &str = "\
+const INSERT_ITEM: &str = "\
 INSERT INTO thread_context_items
     (event_id, item_type, role, author_label, text, token_estimate, truncated, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 
 /// Inserts event-log records (and their items) inside an open transaction; a record that
 /// already exists (same profile, message and type) is skipped with its item.
-macro_rules! insert_events {
-    ($tx:ident, $events:expr) => {
-        for e in $events {
-            let id: Option<i64> = $crate::store::sql::within!(
-                $tx,
-                query_scalar,
-                fetch_optional,
-                $crate::store::sql::writes::INSERT_EVENT,
-                &e.chat_id,
-                e.chat_type.as_str(),
-                &e.root_msg_id,
-                &e.thread_id,
-                &e.message_id,
-                e.event_type.as_str(),
-                &e.actor_type,
-                &e.actor_id,
-                &e.bridge_id,
-                &e.bot_profile,
-                &e.target_id,
-                &e.target_name,
-                &e.session_name,
-                &e.history_scope,
-                &e.text,
-                &e.metadata_json,
-                e.created_at,
-            );
-            if let (Some(id), Some(item)) = (id, &e.item) {
-                $crate::store::sql::within!(
-                    $tx,
-                    query,
-                    execute,
-                    $crate::store::sql::writes::INSERT_ITEM,
-                    id,
-                    item.item_type.as_str(),
-                    item.role.as_str(),
-                    &item.author_label,
-                    &item.text,
-                    item.token_estimate,
-                    item.truncated,
-                    e.created_at,
-                );
-            }
+pub(crate) async fn insert_events<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    events: &[NewContextEvent],
+) -> Result<(), StoreError> {
+    for e in events {
+        let id: Option<i64> = sqlx::query_scalar(INSERT_EVENT)
+            .bind(&e.chat_id)
+            .bind(e.chat_type.as_str())
+            .bind(&e.root_msg_id)
+            .bind(&e.thread_id)
+            .bind(&e.message_id)
+            .bind(e.event_type.as_str())
+            .bind(&e.actor_type)
+            .bind(&e.actor_id)
+            .bind(&e.bridge_id)
+            .bind(&e.bot_profile)
+            .bind(&e.target_id)
+            .bind(&e.target_name)
+            .bind(&e.session_name)
+            .bind(&e.history_scope)
+            .bind(&e.text)
+            .bind(&e.metadata_json)
+            .bind(e.created_at)
+            .fetch_optional(&mut **tx)
+            .await?;
+        if let (Some(id), Some(item)) = (id, &e.item) {
+            sqlx::query(INSERT_ITEM)
+                .bind(id)
+                .bind(item.item_type.as_str())
+                .bind(item.role.as_str())
+                .bind(&item.author_label)
+                .bind(&item.text)
+                .bind(item.token_estimate)
+                .bind(item.truncated)
+                .bind(e.created_at)
+                .execute(&mut **tx)
+                .await?;
         }
-    };
+    }
+    Ok(())
 }
-pub(crate) use insert_events;
 
-pub(crate) const INSERT_VERDICT: &str = "\
+const INSERT_VERDICT: &str = "\
 INSERT INTO routing_verdicts (profile, message_id, chat_id, verdict, reason, session_key, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT DO NOTHING";
 
 /// The verdict insert with its values bound (the first verdict of a message stands).
-pub(crate) fn insert_verdict<DB: sqlx::Database>(
-    v: &crate::store::NewVerdict,
-) -> sqlx::query::Query<'_, DB, <DB as sqlx::Database>::Arguments<'_>>
-where
-    String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    Option<String>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    i64: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
+pub(crate) fn insert_verdict<DB: Dialect>(
+    v: &NewVerdict,
+) -> sqlx::query::Query<'_, DB, <DB as sqlx::Database>::Arguments<'_>> {
     sqlx::query(INSERT_VERDICT)
         .bind(&v.profile)
         .bind(&v.message_id)
@@ -110,32 +103,30 @@ ON CONFLICT (profile, history_scope) DO UPDATE SET
                          THEN excluded.last_event_id ELSE history_watermarks.last_event_id END,
     updated_at = excluded.updated_at";
 
-pub(crate) const INSERT_TURN: &str = "\
+const INSERT_TURN: &str = "\
 INSERT INTO turns (turn_id, profile, session_key, chat_id, message_id, request_text, job_json,
                    state, queued_at, lease_owner)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9)";
 
 /// Inserts a turn inside an open transaction.
-macro_rules! insert_turn {
-    ($tx:ident, $t:expr) => {
-        $crate::store::sql::within!(
-            $tx,
-            query,
-            execute,
-            $crate::store::sql::writes::INSERT_TURN,
-            &$t.turn_id,
-            &$t.profile,
-            &$t.session_key,
-            &$t.chat_id,
-            &$t.message_id,
-            &$t.request_text,
-            &$t.job_json,
-            $t.queued_at,
-            &$t.owner,
-        );
-    };
+pub(crate) async fn insert_turn<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    t: &NewTurn,
+) -> Result<(), StoreError> {
+    sqlx::query(INSERT_TURN)
+        .bind(&t.turn_id)
+        .bind(&t.profile)
+        .bind(&t.session_key)
+        .bind(&t.chat_id)
+        .bind(&t.message_id)
+        .bind(&t.request_text)
+        .bind(&t.job_json)
+        .bind(t.queued_at)
+        .bind(&t.owner)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
-pub(crate) use insert_turn;
 
 /// A recalled request: its text leaves the turn, and a turn that has not started yet
 /// never will.
@@ -146,7 +137,7 @@ UPDATE turns SET request_text = '', job_json = '{}',
     state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END
 WHERE message_id = $1";
 
-pub(crate) const INSERT_DECISION: &str = "\
+const INSERT_DECISION: &str = "\
 INSERT INTO thread_context_decisions
     (chat_id, root_msg_id, message_id, bridge_id, bot_profile, target_id, workspace_mode, mode,
      session_key, session_id, request_text, thread_context, selected_item_ids_json, selected_json,
@@ -155,71 +146,59 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $
 RETURNING id";
 
 /// Inserts a decision inside an open transaction and links it from the request's
-/// verdict; evaluates to the decision id.
-macro_rules! insert_decision {
-    ($tx:ident, $d:expr) => {{
-        use $crate::store::sql::{within, writes};
-        let d = $d;
-        let id: i64 = within!(
-            $tx,
-            query_scalar,
-            fetch_one,
-            writes::INSERT_DECISION,
-            &d.chat_id,
-            &d.root_msg_id,
-            &d.message_id,
-            &d.bridge_id,
-            &d.bot_profile,
-            &d.target_id,
-            &d.workspace_mode,
-            &d.mode,
-            &d.session_key,
-            &d.session_id,
-            &d.request_text,
-            &d.thread_context,
-            &d.selected_item_ids_json,
-            &d.selected_json,
-            &d.excluded_json,
-            &d.prompt_preview,
-            &d.diagnostics_json,
-            d.created_at,
-        );
-        for message_id in &d.source_message_ids {
-            within!($tx, query, execute, writes::INSERT_SOURCE, id, message_id);
-        }
-        within!(
-            $tx,
-            query,
-            execute,
-            writes::LINK_VERDICT,
-            id,
-            &d.bot_profile,
-            &d.message_id
-        );
-        id
-    }};
+/// verdict; the decision id.
+pub(crate) async fn insert_decision<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    d: &NewDecision,
+) -> Result<i64, StoreError> {
+    let id: i64 = sqlx::query_scalar(INSERT_DECISION)
+        .bind(&d.chat_id)
+        .bind(&d.root_msg_id)
+        .bind(&d.message_id)
+        .bind(&d.bridge_id)
+        .bind(&d.bot_profile)
+        .bind(&d.target_id)
+        .bind(&d.workspace_mode)
+        .bind(&d.mode)
+        .bind(&d.session_key)
+        .bind(&d.session_id)
+        .bind(&d.request_text)
+        .bind(&d.thread_context)
+        .bind(&d.selected_item_ids_json)
+        .bind(&d.selected_json)
+        .bind(&d.excluded_json)
+        .bind(&d.prompt_preview)
+        .bind(&d.diagnostics_json)
+        .bind(d.created_at)
+        .fetch_one(&mut **tx)
+        .await?;
+    for message_id in &d.source_message_ids {
+        sqlx::query(INSERT_SOURCE)
+            .bind(id)
+            .bind(message_id)
+            .execute(&mut **tx)
+            .await?;
+    }
+    sqlx::query(LINK_VERDICT)
+        .bind(id)
+        .bind(&d.bot_profile)
+        .bind(&d.message_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(id)
 }
-pub(crate) use insert_decision;
 
 /// A message whose text a decision holds (so that its recall scrubs the decision).
-pub(crate) const INSERT_SOURCE: &str =
+const INSERT_SOURCE: &str =
     "INSERT INTO decision_sources (decision_id, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING";
 
 /// A decision is linked from its request's verdict.
-pub(crate) const LINK_VERDICT: &str =
+const LINK_VERDICT: &str =
     "UPDATE routing_verdicts SET decision_id = $1 WHERE profile = $2 AND message_id = $3";
 
 /// Rows per multi-row statement: 500 rows of the widest (17 columns) stay well under
 /// either backend's limit on placeholders.
 pub(crate) const ROWS_PER_STATEMENT: usize = 500;
-
-/// Whether the backend of `tx` numbers its placeholders. Postgres needs `$n`; SQLite
-/// takes `?` in order, and in a statement of thousands of placeholders that matters: it
-/// resolves each `$n` by name, at prepare and again at bind, through a list it searches
-/// from the start (quadratic in the count).
-pub(crate) fn numbered<DB: sqlx::Database>(_: &sqlx::Transaction<'_, DB>) -> bool {
-    DB::NAME != "SQLite"
-}
 
 /// `(...), (...)` of `rows` rows of `cols` placeholders each: `$1`, `$2`, … when
 /// `numbered`, else `?`.

@@ -1,0 +1,261 @@
+//! A run of routed messages written inside one transaction, with one multi-row
+//! statement per table where the writes do not depend on each other — verdicts,
+//! event-log records, their items, display names — then each message's session, turn
+//! and feed item in order. The same outcome as routing the messages one by one: the
+//! first verdict and record of a message stand, the last name learned wins.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{
+    dialect::Dialect,
+    feed,
+    store::Write,
+    writes::{
+        ROWS_PER_STATEMENT, insert_events_rows, insert_items_rows, insert_turn, insert_verdicts,
+        upsert_names, upsert_session,
+    },
+};
+use crate::{
+    store::{
+        BatchStep, NewContextEvent, NewFeedItem, NewItem, NewSession, NewVerdict, RouteWrite,
+        Routed, SessionRow, StoreError,
+    },
+    util::UnixMs,
+};
+
+/// Records a run of routed messages and lone verdicts (no recall among them) inside the
+/// open transaction `tx` (see the module header); one entry per step (`None` for a lone
+/// verdict).
+pub(crate) async fn routes_within<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    steps: &[BatchStep],
+) -> Result<Vec<Option<Routed>>, StoreError> {
+    let verdicts: Vec<&NewVerdict> = steps
+        .iter()
+        .filter_map(|s| match s {
+            BatchStep::Route(w) => Some(&w.verdict),
+            BatchStep::Verdict(v) => Some(v),
+            BatchStep::Recall { .. } => None,
+        })
+        .collect();
+    let mut fresh = insert_verdicts_within(tx, &verdicts).await?;
+    let events: Vec<&NewContextEvent> = route_writes(steps).flat_map(|w| &w.events).collect();
+    let mut ids = insert_events_within(tx, &events).await?;
+    let items: Vec<(i64, &NewItem, UnixMs)> = events
+        .iter()
+        .filter_map(|e| {
+            let key = (
+                e.bot_profile.clone(),
+                e.message_id.clone(),
+                e.event_type.as_str().to_owned(),
+            );
+            let id = ids.remove(&key)?;
+            e.item.as_ref().map(|item| (id, item, e.created_at))
+        })
+        .collect();
+    insert_items_within(tx, &items).await?;
+    upsert_names_within(tx, &last_names(steps)).await?;
+
+    // Sessions and turns, message by message.
+    let mut out: Vec<Option<Routed>> = Vec::with_capacity(steps.len());
+    for step in steps {
+        let BatchStep::Route(w) = step else {
+            out.push(None);
+            continue;
+        };
+        let fresh = fresh.remove(&(w.verdict.profile.clone(), w.verdict.message_id.clone()));
+        let session = match &w.session {
+            Some(s) => Some(upsert_session_within(tx, s).await?),
+            None => None,
+        };
+        if let Some(t) = w.turn.as_ref().filter(|_| fresh) {
+            insert_turn(tx, t).await?;
+        }
+        if let Some(f) = &w.feed {
+            gather_within(tx, f).await?;
+        }
+        out.push(Some(Routed { session, fresh }));
+    }
+    Ok(out)
+}
+
+/// The routed messages among `steps`.
+fn route_writes(steps: &[BatchStep]) -> impl Iterator<Item = &RouteWrite> {
+    steps.iter().filter_map(|s| match s {
+        BatchStep::Route(w) => Some(&**w),
+        _ => None,
+    })
+}
+
+/// Inserts verdicts; the `(profile, message_id)` of those that went in, which are fresh
+/// (the first of a message only).
+async fn insert_verdicts_within<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    verdicts: &[&NewVerdict],
+) -> Result<HashSet<(String, String)>, StoreError> {
+    let mut fresh = HashSet::new();
+    for chunk in verdicts.chunks(ROWS_PER_STATEMENT) {
+        let q = insert_verdicts(chunk.len(), DB::NUMBERED);
+        let mut query = sqlx::query_as::<_, (String, String)>(&q).persistent(false);
+        for v in chunk {
+            query = query
+                .bind(&v.profile)
+                .bind(&v.message_id)
+                .bind(&v.chat_id)
+                .bind(v.verdict.to_string())
+                .bind(v.reason.to_string())
+                .bind(&v.session_key)
+                .bind(v.created_at);
+        }
+        fresh.extend(query.fetch_all(&mut **tx).await?);
+    }
+    Ok(fresh)
+}
+
+/// The key of an event-log record: profile, message id, event type.
+type EventKey = (String, String, String);
+
+/// Inserts event-log records; the ids of those that went in (the first one per key).
+async fn insert_events_within<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    events: &[&NewContextEvent],
+) -> Result<HashMap<EventKey, i64>, StoreError> {
+    let mut ids = HashMap::new();
+    for chunk in events.chunks(ROWS_PER_STATEMENT) {
+        let q = insert_events_rows(chunk.len(), DB::NUMBERED);
+        let mut query = sqlx::query_as::<_, (i64, String, String, String)>(&q).persistent(false);
+        for e in chunk {
+            query = query
+                .bind(&e.chat_id)
+                .bind(e.chat_type.as_str())
+                .bind(&e.root_msg_id)
+                .bind(&e.thread_id)
+                .bind(&e.message_id)
+                .bind(e.event_type.as_str())
+                .bind(&e.actor_type)
+                .bind(&e.actor_id)
+                .bind(&e.bridge_id)
+                .bind(&e.bot_profile)
+                .bind(&e.target_id)
+                .bind(&e.target_name)
+                .bind(&e.session_name)
+                .bind(&e.history_scope)
+                .bind(&e.text)
+                .bind(&e.metadata_json)
+                .bind(e.created_at);
+        }
+        for (id, profile, message_id, event_type) in query.fetch_all(&mut **tx).await? {
+            ids.insert((profile, message_id, event_type), id);
+        }
+    }
+    Ok(ids)
+}
+
+/// Inserts the items of records that went in: `(record id, item, its time)`.
+async fn insert_items_within<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    items: &[(i64, &NewItem, UnixMs)],
+) -> Result<(), StoreError> {
+    for chunk in items.chunks(ROWS_PER_STATEMENT) {
+        let q = insert_items_rows(chunk.len(), DB::NUMBERED);
+        let mut query = sqlx::query(&q).persistent(false);
+        for (id, item, at) in chunk {
+            query = query
+                .bind(*id)
+                .bind(item.item_type.as_str())
+                .bind(item.role.as_str())
+                .bind(&item.author_label)
+                .bind(&item.text)
+                .bind(item.token_estimate)
+                .bind(item.truncated)
+                .bind(*at);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// A display name to remember: profile, open id, name, when learned.
+type NameRow<'a> = (&'a str, &'a str, &'a str, UnixMs);
+
+/// The display names the routed messages learned, the last one per (profile, open id),
+/// in key order: two batches (of two replicas) that both name a person lock the same
+/// rows in the same order, so they wait for each other instead of deadlocking (which
+/// costs a second of Postgres's deadlock_timeout and the batch a retry).
+fn last_names(steps: &[BatchStep]) -> Vec<NameRow<'_>> {
+    let mut names: Vec<NameRow<'_>> = Vec::new();
+    let mut at: HashMap<(&str, &str), usize> = HashMap::new();
+    for w in route_writes(steps) {
+        for (open_id, name) in &w.names {
+            let row = (
+                w.verdict.profile.as_str(),
+                open_id.as_str(),
+                name.as_str(),
+                w.verdict.created_at,
+            );
+            match at.get(&(row.0, row.1)) {
+                Some(&i) => names[i] = row,
+                None => {
+                    at.insert((row.0, row.1), names.len());
+                    names.push(row);
+                }
+            }
+        }
+    }
+    names.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    names
+}
+
+/// Remembers display names (each `(profile, open_id)` at most once).
+async fn upsert_names_within<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    names: &[NameRow<'_>],
+) -> Result<(), StoreError> {
+    for chunk in names.chunks(ROWS_PER_STATEMENT) {
+        let q = upsert_names(chunk.len(), DB::NUMBERED);
+        let mut query = sqlx::query(&q).persistent(false);
+        for (profile, open_id, name, at) in chunk {
+            query = query.bind(*profile).bind(*open_id).bind(*name).bind(*at);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Creates or touches a session mapping; the session.
+async fn upsert_session_within<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    s: &NewSession,
+) -> Result<SessionRow, StoreError> {
+    Ok(sqlx::query_as(&upsert_session())
+        .bind(&s.profile)
+        .bind(&s.session_key)
+        .bind(&s.session_id)
+        .bind(&s.chat_id)
+        .bind(s.chat_type.as_str())
+        .bind(&s.user_id)
+        .bind(&s.root_msg_id)
+        .bind(&s.history_scope)
+        .bind(s.now)
+        .fetch_one(&mut **tx)
+        .await?)
+}
+
+/// Gathers a message for its session's batched feed.
+async fn gather_within<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    f: &NewFeedItem,
+) -> Result<(), StoreError> {
+    sqlx::query(feed::INSERT_ITEM)
+        .bind(&f.profile)
+        .bind(&f.session_key)
+        .bind(&f.chat_id)
+        .bind(&f.message_id)
+        .bind(&f.sender)
+        .bind(&f.text)
+        .bind(f.said_at)
+        .bind(f.gathered_at)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
