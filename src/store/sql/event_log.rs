@@ -380,7 +380,7 @@ impl<DB: Dialect> EventLog for SqlStore<DB> {
     async fn record_events(&self, events: &[NewContextEvent]) -> Result<(), StoreError> {
         self.bounded(async {
             let mut tx = self.transaction().await?;
-            insert_events(&mut tx, events).await?;
+            insert_events(&mut tx, &events.iter().collect::<Vec<_>>()).await?;
             tx.commit().await
         })
         .await

@@ -11,16 +11,16 @@ use super::{
     feed,
     store::Write,
     writes::{
-        ROWS_PER_STATEMENT, insert_events_rows, insert_items_rows, insert_turn, insert_verdicts,
-        upsert_names, upsert_session,
+        ROWS_PER_STATEMENT, insert_events, insert_turn, insert_verdicts, upsert_names,
+        upsert_session,
     },
 };
 use crate::{
     store::{
-        BatchStep, NewContextEvent, NewFeedItem, NewItem, NewSession, NewVerdict, RouteWrite,
-        Routed, SessionRow, StoreError,
+        BatchStep, NewFeedItem, NewSession, NewVerdict, RouteWrite, Routed, SessionRow, StoreError,
     },
     util::UnixMs,
+    vocab::NewContextEvent,
 };
 
 /// Records a run of routed messages and lone verdicts (no recall among them) inside the
@@ -40,20 +40,7 @@ pub(crate) async fn routes_within<DB: Dialect>(
         .collect();
     let mut fresh = insert_verdicts_within(tx, &verdicts).await?;
     let events: Vec<&NewContextEvent> = route_writes(steps).flat_map(|w| &w.events).collect();
-    let mut ids = insert_events_within(tx, &events).await?;
-    let items: Vec<(i64, &NewItem, UnixMs)> = events
-        .iter()
-        .filter_map(|e| {
-            let key = (
-                e.bot_profile.clone(),
-                e.message_id.clone(),
-                e.event_type.as_str().to_owned(),
-            );
-            let id = ids.remove(&key)?;
-            e.item.as_ref().map(|item| (id, item, e.created_at))
-        })
-        .collect();
-    insert_items_within(tx, &items).await?;
+    insert_events(tx, &events).await?;
     upsert_names_within(tx, &last_names(steps)).await?;
 
     // Sessions and turns, message by message.
@@ -110,69 +97,6 @@ async fn insert_verdicts_within<DB: Dialect>(
         fresh.extend(query.fetch_all(&mut **tx).await?);
     }
     Ok(fresh)
-}
-
-/// The key of an event-log record: profile, message id, event type.
-type EventKey = (String, String, String);
-
-/// Inserts event-log records; the ids of those that went in (the first one per key).
-async fn insert_events_within<DB: Dialect>(
-    tx: &mut Write<'_, DB>,
-    events: &[&NewContextEvent],
-) -> Result<HashMap<EventKey, i64>, StoreError> {
-    let mut ids = HashMap::new();
-    for chunk in events.chunks(ROWS_PER_STATEMENT) {
-        let q = insert_events_rows(chunk.len(), DB::NUMBERED);
-        let mut query = sqlx::query_as::<_, (i64, String, String, String)>(&q).persistent(false);
-        for e in chunk {
-            query = query
-                .bind(&e.chat_id)
-                .bind(e.chat_type.as_str())
-                .bind(&e.root_msg_id)
-                .bind(&e.thread_id)
-                .bind(&e.message_id)
-                .bind(e.event_type.as_str())
-                .bind(&e.actor_type)
-                .bind(&e.actor_id)
-                .bind(&e.bridge_id)
-                .bind(&e.bot_profile)
-                .bind(&e.target_id)
-                .bind(&e.target_name)
-                .bind(&e.session_name)
-                .bind(&e.history_scope)
-                .bind(&e.text)
-                .bind(&e.metadata_json)
-                .bind(e.created_at);
-        }
-        for (id, profile, message_id, event_type) in query.fetch_all(&mut **tx).await? {
-            ids.insert((profile, message_id, event_type), id);
-        }
-    }
-    Ok(ids)
-}
-
-/// Inserts the items of records that went in: `(record id, item, its time)`.
-async fn insert_items_within<DB: Dialect>(
-    tx: &mut Write<'_, DB>,
-    items: &[(i64, &NewItem, UnixMs)],
-) -> Result<(), StoreError> {
-    for chunk in items.chunks(ROWS_PER_STATEMENT) {
-        let q = insert_items_rows(chunk.len(), DB::NUMBERED);
-        let mut query = sqlx::query(&q).persistent(false);
-        for (id, item, at) in chunk {
-            query = query
-                .bind(*id)
-                .bind(item.item_type.as_str())
-                .bind(item.role.as_str())
-                .bind(&item.author_label)
-                .bind(&item.text)
-                .bind(item.token_estimate)
-                .bind(item.truncated)
-                .bind(*at);
-        }
-        query.execute(&mut **tx).await?;
-    }
-    Ok(())
 }
 
 /// A display name to remember: profile, open id, name, when learned.

@@ -131,7 +131,7 @@ impl<DB: Dialect> TurnStore for SqlStore<DB> {
     async fn complete_turn(&self, c: &TurnCompletion) -> Result<(), StoreError> {
         self.bounded(async {
             let mut tx = self.transaction().await?;
-            insert_events(&mut tx, std::slice::from_ref(&c.output_event)).await?;
+            insert_events(&mut tx, &[&c.output_event]).await?;
             if let Some((profile, key, session_id)) = &c.topic_root_delivered {
                 sqlx::query(TOPIC_ROOT_DELIVERED)
                     .bind(profile)

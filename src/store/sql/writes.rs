@@ -2,63 +2,97 @@
 //! records with their items, verdicts, display names, session mappings, turns,
 //! decisions and history watermarks. A leaf: it uses no other statement module.
 
+use std::collections::HashMap;
+
 use super::{dialect::Dialect, store::Write};
-use crate::store::{NewContextEvent, NewDecision, NewTurn, NewVerdict, StoreError};
+use crate::{
+    store::{NewDecision, NewTurn, NewVerdict, StoreError},
+    util::UnixMs,
+    vocab::{NewContextEvent, NewItem},
+};
 
-const INSERT_EVENT: &str = "\
-INSERT INTO thread_context_events
-    (chat_id, chat_type, root_msg_id, thread_id, message_id, event_type, actor_type, actor_id,
-     bridge_id, bot_profile, target_id, target_name, session_name, history_scope, text,
-     metadata_json, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
-ON CONFLICT DO NOTHING
-RETURNING id";
+/// The key of an event-log record: profile, message id, event type.
+type EventKey = (String, String, String);
 
-const INSERT_ITEM: &str = "\
-INSERT INTO thread_context_items
-    (event_id, item_type, role, author_label, text, token_estimate, truncated, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
-
-/// Inserts event-log records (and their items) inside an open transaction; a record that
-/// already exists (same profile, message and type) is skipped with its item.
+/// Inserts event-log records and their items inside an open transaction, one multi-row
+/// statement per table and chunk; a record that already exists (same profile, message
+/// and type, or earlier in `events`) is skipped with its item.
 pub(crate) async fn insert_events<DB: Dialect>(
     tx: &mut Write<'_, DB>,
-    events: &[NewContextEvent],
+    events: &[&NewContextEvent],
 ) -> Result<(), StoreError> {
-    for e in events {
-        let id: Option<i64> = sqlx::query_scalar(INSERT_EVENT)
-            .bind(&e.chat_id)
-            .bind(e.chat_type.as_str())
-            .bind(&e.root_msg_id)
-            .bind(&e.thread_id)
-            .bind(&e.message_id)
-            .bind(e.event_type.as_str())
-            .bind(&e.actor_type)
-            .bind(&e.actor_id)
-            .bind(&e.bridge_id)
-            .bind(&e.bot_profile)
-            .bind(&e.target_id)
-            .bind(&e.target_name)
-            .bind(&e.session_name)
-            .bind(&e.history_scope)
-            .bind(&e.text)
-            .bind(&e.metadata_json)
-            .bind(e.created_at)
-            .fetch_optional(&mut **tx)
-            .await?;
-        if let (Some(id), Some(item)) = (id, &e.item) {
-            sqlx::query(INSERT_ITEM)
-                .bind(id)
+    let mut ids = insert_records(tx, events).await?;
+    let items: Vec<(i64, &NewItem, UnixMs)> = events
+        .iter()
+        .filter_map(|e| {
+            let key = (
+                e.bot_profile.clone(),
+                e.message_id.clone(),
+                e.event_type.as_str().to_owned(),
+            );
+            let id = ids.remove(&key)?;
+            e.item.as_ref().map(|item| (id, item, e.created_at))
+        })
+        .collect();
+    insert_items(tx, &items).await
+}
+
+/// Inserts event-log records; the ids of those that went in (the first one per key).
+async fn insert_records<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    events: &[&NewContextEvent],
+) -> Result<HashMap<EventKey, i64>, StoreError> {
+    let mut ids = HashMap::new();
+    for chunk in events.chunks(ROWS_PER_STATEMENT) {
+        let q = insert_events_rows(chunk.len(), DB::NUMBERED);
+        let mut query = sqlx::query_as::<_, (i64, String, String, String)>(&q).persistent(false);
+        for e in chunk {
+            query = query
+                .bind(&e.chat_id)
+                .bind(e.chat_type.as_str())
+                .bind(&e.root_msg_id)
+                .bind(&e.thread_id)
+                .bind(&e.message_id)
+                .bind(e.event_type.as_str())
+                .bind(&e.actor_type)
+                .bind(&e.actor_id)
+                .bind(&e.bridge_id)
+                .bind(&e.bot_profile)
+                .bind(&e.target_id)
+                .bind(&e.target_name)
+                .bind(&e.session_name)
+                .bind(&e.history_scope)
+                .bind(&e.text)
+                .bind(&e.metadata_json)
+                .bind(e.created_at);
+        }
+        for (id, profile, message_id, event_type) in query.fetch_all(&mut **tx).await? {
+            ids.entry((profile, message_id, event_type)).or_insert(id);
+        }
+    }
+    Ok(ids)
+}
+
+/// Inserts the items of records that went in: `(record id, item, its time)`.
+async fn insert_items<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    items: &[(i64, &NewItem, UnixMs)],
+) -> Result<(), StoreError> {
+    for chunk in items.chunks(ROWS_PER_STATEMENT) {
+        let q = insert_items_rows(chunk.len(), DB::NUMBERED);
+        let mut query = sqlx::query(&q).persistent(false);
+        for (id, item, at) in chunk {
+            query = query
+                .bind(*id)
                 .bind(item.item_type.as_str())
                 .bind(item.role.as_str())
                 .bind(&item.author_label)
                 .bind(&item.text)
                 .bind(item.token_estimate)
                 .bind(item.truncated)
-                .bind(e.created_at)
-                .execute(&mut **tx)
-                .await?;
+                .bind(*at);
         }
+        query.execute(&mut **tx).await?;
     }
     Ok(())
 }
@@ -233,7 +267,7 @@ pub(crate) fn insert_verdicts(rows: usize, numbered: bool) -> String {
 
 /// [`INSERT_EVENT`] for `rows` records at once; answers the id and key
 /// `(bot_profile, message_id, event_type)` of those that went in.
-pub(crate) fn insert_events_rows(rows: usize, numbered: bool) -> String {
+fn insert_events_rows(rows: usize, numbered: bool) -> String {
     format!(
         "INSERT INTO thread_context_events \
          (chat_id, chat_type, root_msg_id, thread_id, message_id, event_type, actor_type, \
@@ -245,7 +279,7 @@ pub(crate) fn insert_events_rows(rows: usize, numbered: bool) -> String {
 }
 
 /// [`INSERT_ITEM`] for `rows` items at once.
-pub(crate) fn insert_items_rows(rows: usize, numbered: bool) -> String {
+fn insert_items_rows(rows: usize, numbered: bool) -> String {
     format!(
         "INSERT INTO thread_context_items \
          (event_id, item_type, role, author_label, text, token_estimate, truncated, created_at) \
