@@ -13,6 +13,8 @@
 //!
 //! Pending-history mode: what this profile observed in the history scope since the last
 //! accepted turn, in the order it was said, with senders, at most 50 (oldest dropped).
+//! In `owner_only` it is empty: the only records there are main-chat messages kept as
+//! topic roots (for threads under them), which is chatter nobody addressed to the bot.
 //!
 //! Said order, not record order: bots record a thread independently and chats are
 //! processed side by side, so one bot's answer can be recorded before another bot
@@ -198,9 +200,13 @@ pub fn select_pending(
 ) -> Selection {
     let total = candidates.len();
     let (kept, mut excluded) = sift(req, &mut candidates, |c| {
-        skip_items
-            .contains(&c.item_id)
-            .then_some(Exclusion::InThreadContext)
+        if req.mode == WorkspaceMode::OwnerOnly {
+            Some(Exclusion::Mode)
+        } else {
+            skip_items
+                .contains(&c.item_id)
+                .then_some(Exclusion::InThreadContext)
+        }
     });
     let mut kept: Vec<Selected> = kept
         .into_iter()
@@ -496,5 +502,17 @@ mod tests {
         assert_eq!(s.selected.len(), 50);
         assert_eq!(s.selected[0].item_id, 6);
         assert_eq!(s.excluded.len(), 5);
+    }
+
+    #[test]
+    fn owner_only_has_no_pending_history() {
+        let c = vec![
+            cand(1, "topic_root", "coder", "main-chat chatter"),
+            cand(2, "topic_root", "coder", "more of it"),
+        ];
+        let s = select_pending(&req(WorkspaceMode::OwnerOnly), c, &[]);
+        assert!(s.selected.is_empty());
+        assert!(s.excluded.iter().all(|e| e.reason == "mode"), "{s:?}");
+        assert_eq!(s.excluded.len(), 2);
     }
 }

@@ -17,7 +17,7 @@ use std::{
 use tokio::time::Instant;
 
 use crate::{
-    config::Config,
+    config::{Config, WorkspaceMode},
     context::collector::{self, Message},
     feed::Feed,
     feishu_api::identity::Identities,
@@ -301,7 +301,9 @@ impl Pipeline {
     /// The batched-feed item of a routed message: an observed (not invoking) group
     /// message with text, recorded as discussion or a topic root, of a profile whose feed
     /// is on in that chat — in the session its sender would be answered in. Private
-    /// chats, this bot's own messages and other apps' (never recorded) never are.
+    /// chats, this bot's own messages and other apps' (never recorded) never are, nor is
+    /// anything in an `owner_only` workspace, where un-mentioned talk is not recorded
+    /// (its main-chat messages are kept only as roots of the threads under them).
     fn feed_item(&self, routed: &RoutedMessage, now: UnixMs) -> Option<NewFeedItem> {
         let (m, r) = (&routed.message, &routed.route);
         let profile = self.config.profile(&m.profile)?;
@@ -310,6 +312,7 @@ impl Pipeline {
             .iter()
             .any(|rec| matches!(rec, Record::HumanMessage | Record::TopicRoot));
         let gather = r.verdict == Verdict::Observed
+            && r.mode != Some(WorkspaceMode::OwnerOnly)
             && !m.place.is_dm
             && recorded
             && !m.text.trim().is_empty()

@@ -172,7 +172,9 @@ pub trait EventLog: Send + Sync + 'static {
     async fn recall(&self, message_id: &str, chat_id: &str, now: UnixMs)
     -> Result<u64, StoreError>;
     /// Retention, in its own transaction: deletes events (with their items), finished
-    /// inbox rows, verdicts, replies and finished turns older than `cutoff`.
+    /// inbox rows, verdicts, replies and finished turns older than `cutoff`, and what
+    /// else holds their text: feed items gathered and feed segments packed before it,
+    /// and context decisions recorded before it.
     async fn purge(&self, cutoff: UnixMs) -> Result<(), StoreError>;
     /// A remembered display name.
     async fn name_of(&self, profile: &str, open_id: &str) -> Result<Option<String>, StoreError>;

@@ -32,6 +32,7 @@ mod migrations;
 mod openai_agent;
 mod operating;
 mod outage;
+mod owner_only;
 mod pending;
 mod pg_tls;
 mod readme_curl;

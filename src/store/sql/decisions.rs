@@ -10,6 +10,13 @@ pub(crate) const DECISION_COLUMNS: &str = "id, chat_id, root_msg_id, message_id,
      selected_item_ids_json, selected_json, excluded_json, prompt_preview, diagnostics_json, \
      created_at";
 
+/// Retention, inside the event log's purge transaction: decisions recorded before the
+/// cutoff go whole (their sources with them: `ON DELETE CASCADE`). By then the verdicts,
+/// finished turns and items they point at are purged too, so a blanked row would explain
+/// nothing; a decision inside the window never points at a purged verdict or turn, as
+/// both are written before it.
+pub(crate) const PURGE: &str = "DELETE FROM thread_context_decisions WHERE created_at < $1";
+
 #[async_trait]
 impl<DB: Dialect> DecisionStore for SqlStore<DB> {
     async fn record_decision(&self, d: &NewDecision) -> Result<i64, StoreError> {

@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 
 use super::{
+    decisions,
     dialect::Dialect,
     feed,
     inbox::{IDS_PER_STATEMENT, finish_within},
@@ -41,7 +42,9 @@ const RECALL_EVENTS: &str = "UPDATE thread_context_events SET text = '', metadat
      WHERE message_id = $1";
 
 /// Retention: old events (their items go with them: `ON DELETE CASCADE`), and finished
-/// inbox rows, verdicts, replies and turns of the same age.
+/// inbox rows, verdicts, replies and turns of the same age; the feed and the context
+/// decisions, which hold the same text, go with them (see `feed::PURGE`,
+/// `decisions::PURGE`).
 const PURGE: [&str; 5] = [
     "DELETE FROM thread_context_events WHERE created_at < $1",
     "DELETE FROM inbox_events WHERE received_at < $1 AND status IN ('done', 'skipped', 'failed')",
@@ -337,7 +340,8 @@ impl<DB: Dialect> EventLog for SqlStore<DB> {
     async fn purge(&self, cutoff: UnixMs) -> Result<(), StoreError> {
         self.bounded(async {
             let mut tx = self.transaction().await?;
-            for q in PURGE {
+            let held_text = feed::PURGE.into_iter().chain([decisions::PURGE]);
+            for q in PURGE.into_iter().chain(held_text) {
                 sqlx::query(q).bind(cutoff).execute(&mut *tx).await?;
             }
             tx.commit().await

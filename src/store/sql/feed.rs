@@ -111,6 +111,14 @@ pub(crate) const RECALL: &str = "\
 UPDATE feed_items SET state = 'recalled', text = ''
 WHERE message_id = $1 AND state IN ('gathered', 'packed')";
 
+/// Retention, inside the event log's purge transaction: items gathered before the
+/// cutoff, and segments packed before it (whose items were gathered earlier still, so
+/// none is left behind without its segment).
+pub(crate) const PURGE: [&str; 2] = [
+    "DELETE FROM feed_items WHERE gathered_at < $1",
+    "DELETE FROM feed_segments WHERE packed_at < $1",
+];
+
 /// What one item costs a segment, in characters: its sender, a separator, its text.
 fn item_chars(sender: &str, text: &str) -> usize {
     sender.chars().count() + 2 + text.chars().count()

@@ -1,6 +1,9 @@
 //! Context decisions: recorded, linked from their request's verdict, and found again.
 
-use feishu_bridge::store::{DecisionRow, NewDecision, Store};
+use feishu_bridge::{
+    store::{DecisionRow, NewDecision, Store},
+    util::UnixMs,
+};
 
 use super::{ROOT, decision, open, verdict};
 use crate::{both_backends, support::TestDb};
@@ -114,3 +117,35 @@ both_backends!(
     latest_decision_is_the_newest_of_a_profile_in_a_thread,
     latest_of_a_thread
 );
+
+async fn retention(db: TestDb) {
+    let s = open(&db).await;
+    let at = |created_at, message_id: &str| NewDecision {
+        created_at: UnixMs(created_at),
+        source_message_ids: vec![message_id.into(), ROOT.into()],
+        ..decision("a", message_id, "sid-1")
+    };
+    let old = s.record_decision(&at(100, "om_old")).await.expect("record");
+    let edge = s
+        .record_decision(&at(5_000, "om_edge"))
+        .await
+        .expect("record");
+    let new = s
+        .record_decision(&at(6_000, "om_new"))
+        .await
+        .expect("record");
+
+    s.purge(UnixMs(5_000)).await.expect("purge");
+    assert!(
+        s.decision(old).await.expect("read").is_none(),
+        "older: gone"
+    );
+    assert_eq!(db.count("decision_sources").await, 4, "its sources with it");
+    for id in [edge, new] {
+        let row = s.decision(id).await.expect("read").expect("kept");
+        assert_eq!(row.decision.prompt_preview, "the prompt", "kept whole");
+    }
+    assert_eq!(latest(&*s, "a", ROOT, None).await, Some(new));
+    assert_eq!(latest(&*s, "a", ROOT, Some("om_old")).await, None);
+}
+both_backends!(retention_purges_decisions_older_than_the_cutoff, retention);

@@ -196,3 +196,44 @@ both_backends!(
     recalls_leave_the_feed_and_a_reset_clears_the_unread,
     recall_and_reset
 );
+
+async fn retention(db: TestDb) {
+    let s = open(&db).await;
+    // An old segment (packed at 150) and an old item still gathered; newer ones of each.
+    gather(&*s, "a", "om_old", "old talk", 100).await;
+    let old = s
+        .pack_segment("a", KEY, limits(10, 1000), UnixMs(150))
+        .await
+        .expect("pack")
+        .expect("a segment");
+    gather(&*s, "a", "om_old2", "old, never packed", 200).await;
+    gather(&*s, "b", "om_new", "new talk", 5_000).await;
+    let new = s
+        .pack_segment("b", KEY, limits(10, 1000), UnixMs(5_100))
+        .await
+        .expect("pack")
+        .expect("a segment");
+    gather(&*s, "a", "om_new2", "new, gathered", 6_000).await;
+
+    s.purge(UnixMs(5_000)).await.expect("purge");
+    assert_eq!(db.count("feed_segments").await, 1, "the old segment went");
+    assert_eq!(
+        db.count("feed_items").await,
+        2,
+        "its item and the old one too"
+    );
+    assert!(s.segment_items(old.id).await.expect("items").is_empty());
+    assert_eq!(texts(&*s, new.id).await, ["new talk"]);
+    let a = s.session_feed("a", KEY).await.expect("feed");
+    let gathered: Vec<_> = a.gathered.iter().map(|i| i.text.as_str()).collect();
+    assert_eq!(gathered, ["new, gathered"]);
+    assert!(a.segments.is_empty());
+    assert_eq!(
+        s.session_feed("b", KEY).await.expect("feed").segments,
+        [new]
+    );
+}
+both_backends!(
+    retention_purges_feed_items_and_segments_older_than_the_cutoff,
+    retention
+);
