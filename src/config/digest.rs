@@ -17,13 +17,16 @@ pub struct DigestConfig {
     pub enabled: bool,
     /// Local time the day's digest starts, `HH:MM`.
     pub at: String,
-    /// IANA time zone name of `at`, `window_end` and the digest's date.
-    pub timezone: String,
+    /// IANA time zone name of `at`, `window_end` and the digest's date; UTC when not
+    /// set (which `check-config` warns about: see [`DigestConfig::timezone_name`]).
+    pub timezone: Option<String>,
     /// A run that would start at or after this local time is skipped that day (the
     /// process was down through the window): sessions are never reset during the day.
     pub window_end: String,
     /// Where `digest/<date>.md` is written; the database holds every digest either way.
     pub dir: Option<PathBuf>,
+    /// Digest direct-message (p2p) sessions too, not only group ones.
+    pub include_dms: bool,
     /// The model that writes the summaries.
     pub summarizer: SummarizerConfig,
 }
@@ -33,9 +36,10 @@ impl Default for DigestConfig {
         Self {
             enabled: false,
             at: "04:10".into(),
-            timezone: "UTC".into(),
+            timezone: None,
             window_end: "08:00".into(),
             dir: None,
+            include_dms: true,
             summarizer: SummarizerConfig::default(),
         }
     }
@@ -75,9 +79,38 @@ impl SummarizerConfig {
 }
 
 impl DigestConfig {
-    /// The time zone (validated at load; UTC should it not parse).
+    /// The name of the time zone in force: `timezone`, else `UTC`.
+    pub fn timezone_name(&self) -> &str {
+        self.timezone.as_deref().unwrap_or(DEFAULT_TIMEZONE)
+    }
+
+    /// The time zone in force (validated at load; UTC should it not parse).
     pub fn tz(&self) -> TimeZone {
-        TimeZone::get(&self.timezone).unwrap_or(TimeZone::UTC)
+        TimeZone::get(self.timezone_name()).unwrap_or(TimeZone::UTC)
+    }
+
+    /// The warning `check-config` and `serve` give when the digest runs with no
+    /// `timezone` set: it then runs at `at` UTC, which is rarely the night where the
+    /// chats are (04:10 UTC is midday in China).
+    pub(super) fn warning(&self) -> Option<String> {
+        if !self.enabled || self.timezone.is_some() {
+            return None;
+        }
+        // China has no daylight saving time, so any date gives the same clock time.
+        let shanghai = self
+            .start()
+            .to_datetime(jiff::civil::date(2026, 1, 1))
+            .to_zoned(TimeZone::UTC)
+            .ok()
+            .and_then(|z| z.in_tz("Asia/Shanghai").ok())
+            .map(|z| format!(" ({} in Asia/Shanghai)", z.strftime("%H:%M")))
+            .unwrap_or_default();
+        Some(format!(
+            "digest.timezone: not set, so the digest runs at {at} {DEFAULT_TIMEZONE}{shanghai} \
+             and sessions are reset then; set digest.timezone to the IANA name of the chats' \
+             zone, e.g. timezone = \"Asia/Shanghai\"",
+            at = self.at,
+        ))
     }
 
     /// `at` as a local time (validated at load).
@@ -90,6 +123,9 @@ impl DigestConfig {
         parse_time(&self.window_end).unwrap_or(Time::MAX)
     }
 }
+
+/// The time zone of a digest whose `timezone` is not set.
+const DEFAULT_TIMEZONE: &str = "UTC";
 
 /// `HH:MM`.
 fn parse_time(s: &str) -> Option<Time> {
@@ -122,12 +158,13 @@ pub(super) fn validate(d: &DigestConfig, out: &mut Problems) {
             )
         });
     }
-    out.require(TimeZone::get(&d.timezone).is_ok(), "digest.timezone", || {
-        format!(
-            "unknown time zone {:?}: expected an IANA name such as \"Asia/Shanghai\" or \"UTC\"",
-            d.timezone
-        )
-    });
+    if let Some(tz) = &d.timezone {
+        out.require(TimeZone::get(tz).is_ok(), "digest.timezone", || {
+            format!(
+                "unknown time zone {tz:?}: expected an IANA name such as \"Asia/Shanghai\" or \"UTC\""
+            )
+        });
+    }
     if d.enabled {
         let s = &d.summarizer;
         let url = url::Url::parse(&s.base_url);
@@ -188,7 +225,7 @@ mod tests {
             ["digest.window_end"]
         );
         assert_eq!(
-            check(|d| d.timezone = "Mars/Olympus".into()),
+            check(|d| d.timezone = Some("Mars/Olympus".into())),
             ["digest.timezone"]
         );
         assert_eq!(
@@ -203,12 +240,26 @@ mod tests {
             ["digest.summarizer.model"]
         );
         let mut d = DigestConfig {
-            timezone: "Asia/Shanghai".into(),
+            timezone: Some("Asia/Shanghai".into()),
             ..DigestConfig::default()
         };
         assert!(keys(&d).is_empty());
-        d.timezone = "UTC".into();
+        d.timezone = Some("UTC".into());
         assert_eq!(d.tz(), TimeZone::UTC);
+        d.timezone = None;
+        assert_eq!((d.tz(), d.timezone_name()), (TimeZone::UTC, "UTC"));
+    }
+
+    #[test]
+    fn an_enabled_digest_without_a_timezone_is_a_warning_naming_utc() {
+        let mut d = DigestConfig::default();
+        assert_eq!(d.warning(), None, "off: nothing to warn about");
+        d.enabled = true;
+        let w = d.warning().expect("a warning");
+        assert!(w.starts_with("digest.timezone: not set"), "{w}");
+        assert!(w.contains("04:10 UTC (12:10 in Asia/Shanghai)"), "{w}");
+        d.timezone = Some("UTC".into());
+        assert_eq!(d.warning(), None, "UTC written out is a choice");
     }
 
     #[test]
@@ -216,7 +267,7 @@ mod tests {
         let d = DigestConfig {
             enabled: true,
             at: "25:00".into(),
-            timezone: "Mars/Olympus".into(),
+            timezone: Some("Mars/Olympus".into()),
             summarizer: SummarizerConfig {
                 timeout_secs: 0,
                 ..SummarizerConfig::default()

@@ -34,6 +34,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 pub use server::{LogFormat, ServerConfig};
 
+use crate::vocab::ChatType;
+
 /// The whole configuration of one hub.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -315,6 +317,10 @@ pub struct Profile {
     /// Overrides `feed.enabled` for this profile.
     #[serde(default)]
     pub feed_enabled: Option<bool>,
+    /// `false`: the daily digest leaves this profile's sessions alone (a workspace's
+    /// `digest` overrides it in its chat).
+    #[serde(default)]
+    pub digest: Option<bool>,
     /// Agent backend.
     #[serde(default)]
     pub agent: AgentConfig,
@@ -477,6 +483,10 @@ pub struct Workspace {
     /// Overrides `feed.enabled` (and the profile's `feed_enabled`) in this chat.
     #[serde(default)]
     pub feed_enabled: Option<bool>,
+    /// `false`: the daily digest leaves this chat's sessions alone (overrides the
+    /// profile's `digest`).
+    #[serde(default)]
+    pub digest: Option<bool>,
 }
 
 impl Config {
@@ -509,6 +519,19 @@ impl Config {
             .and_then(|w| w.feed_enabled)
             .or(p.feed_enabled)
             .unwrap_or(self.feed.enabled)
+    }
+
+    /// Whether the daily digest takes a session of profile `p` in chat `chat_id`: the
+    /// workspace's `digest`, else the profile's, else yes; a direct-message session
+    /// only with `digest.include_dms`. (Whether the digest runs at all is
+    /// `digest.enabled`.)
+    pub fn digest_takes(&self, p: &Profile, chat_id: &str, chat_type: ChatType) -> bool {
+        let here = self
+            .workspace(chat_id)
+            .and_then(|w| w.digest)
+            .or(p.digest)
+            .unwrap_or(true);
+        here && (chat_type != ChatType::P2p || self.digest.include_dms)
     }
 
     /// `group_chat_history_share` for a profile: its override, else the hub default.

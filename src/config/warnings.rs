@@ -1,5 +1,6 @@
-//! Settings that are valid but do not do what they say: reported as warnings (by
-//! `check-config` and at `serve` start), never refused.
+//! Settings that are valid but do not do what they say, or whose default is rarely
+//! what is meant (a digest run in UTC): reported as warnings (by `check-config` and at
+//! `serve` start), never refused.
 //!
 //! A warning may need to know that a key was written in the file rather than left at
 //! its default; [`record_explicit`] notes that from the TOML text at load time.
@@ -23,7 +24,8 @@ pub(super) fn record_explicit(config: &mut Config, text: &str) {
 }
 
 impl Config {
-    /// Settings that are accepted but ignored, each naming its key; empty when none.
+    /// Settings that are accepted but ignored, or left to a risky default, each naming
+    /// its key; empty when none.
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         for (i, p) in self.profiles.iter().enumerate() {
@@ -35,6 +37,7 @@ impl Config {
                 ));
             }
         }
+        out.extend(self.digest.warning());
         out
     }
 }

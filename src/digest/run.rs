@@ -2,7 +2,7 @@
 //! something said, write every digest (database, then the day's file), reset the
 //! sessions whose digest was written, and say how it ended.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::{Digest, Outcome, Stage, file, schedule::Local, transcript::Transcript};
 use crate::{
@@ -79,17 +79,22 @@ impl<'a> Run<'a> {
         Ok(outcome)
     }
 
-    /// Every session of a configured profile.
+    /// Every session of a configured profile that the digest takes: not one of a
+    /// profile or workspace with `digest = false`, nor a direct-message one unless
+    /// `digest.include_dms`. The others are neither summarized nor reset.
     async fn configured_sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
         let config = &self.d.config;
-        let profiles: HashSet<&str> = config.profiles.iter().map(|p| p.name.as_str()).collect();
         Ok(self
             .d
             .store
             .sessions(None, None)
             .await?
             .into_iter()
-            .filter(|s| profiles.contains(s.profile.as_str()))
+            .filter(|s| {
+                config
+                    .profile(&s.profile)
+                    .is_some_and(|p| config.digest_takes(p, &s.chat_id, s.chat_type))
+            })
             .collect())
     }
 
@@ -101,7 +106,7 @@ impl<'a> Run<'a> {
             .claim_digest_run(&NewDigestRun {
                 date: self.date.clone(),
                 trigger: self.trigger,
-                timezone: self.d.config.digest.timezone.clone(),
+                timezone: self.d.config.digest.timezone_name().to_string(),
                 started_at: self.now,
             })
             .await?;
@@ -241,7 +246,7 @@ impl<'a> Run<'a> {
     async fn write_file(&self, rows: &mut [DigestRow]) -> Option<std::path::PathBuf> {
         let dir = self.d.config.digest.dir.as_ref()?;
         let path = file::path(dir, &self.date);
-        let text = file::render(&self.date, &self.d.config.digest.timezone, rows);
+        let text = file::render(&self.date, self.d.config.digest.timezone_name(), rows);
         let Err(why) = file::write(path.clone(), text).await else {
             return Some(path);
         };
@@ -259,7 +264,7 @@ impl<'a> Run<'a> {
 
     /// Rewrites the day's file with how the resets went; whether it could.
     async fn rewrite(&self, path: &std::path::Path, rows: &[DigestRow]) -> bool {
-        let text = file::render(&self.date, &self.d.config.digest.timezone, rows);
+        let text = file::render(&self.date, self.d.config.digest.timezone_name(), rows);
         match file::write(path.to_path_buf(), text).await {
             Ok(()) => true,
             Err(why) => {

@@ -143,6 +143,19 @@ impl Feed {
         Ok(Flushed { packed, attached })
     }
 
+    /// [`Feed::flush`] for every session of `profile` with something gathered or
+    /// waiting, one pass: each session's key and what its flush did, by key.
+    pub async fn flush_profile(&self, profile: &str) -> Result<Vec<(String, Flushed)>, StoreError> {
+        let _one = self.work.lock().await;
+        let mut out = Vec::new();
+        for key in self.store.feed_sessions(profile).await? {
+            let packed = self.pack(profile, &key).await?.map(|s| s.id);
+            let attached = self.attach(profile, &key).await?;
+            out.push((key, Flushed { packed, attached }));
+        }
+        Ok(out)
+    }
+
     /// What a turn of the session uses: what fits is attached first, then every attached,
     /// unread segment with its text, oldest first.
     pub async fn for_turn(

@@ -1,4 +1,5 @@
-//! `GET /feed` and `POST /feed/flush`: one session's batched feed, and packing it now.
+//! `GET /feed` and `POST /feed/flush`: one session's batched feed, and packing it now
+//! (one session's, or every session's of a profile).
 
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -18,6 +19,17 @@ pub struct FeedQuery {
     pub profile: Option<String>,
     /// e.g. `group:oc_xxx` or `thread:oc_xxx:om_xxx`.
     pub session_key: String,
+}
+
+/// Which feed to flush: one session's, or every session's of the profile.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct FlushQuery {
+    /// Profile; defaults to the first configured profile.
+    pub profile: Option<String>,
+    /// e.g. `group:oc_xxx`; without it, every session of the profile with messages
+    /// gathered or segments waiting is flushed.
+    pub session_key: Option<String>,
 }
 
 /// A gathered message.
@@ -83,9 +95,24 @@ pub struct FeedBody {
 /// `POST /feed/flush`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FlushBody {
+    /// The segment packed, when one session was flushed and it had gathered anything
+    /// (a flush of the whole profile: `null`, see `sessions`).
+    pub packed: Option<i64>,
+    /// Segments attached now, of every session flushed (at most
+    /// `feed.max_unread_segments` stay unread per session).
+    pub attached: Vec<i64>,
+    /// Each session flushed, by key: the one named, or every one of the profile with
+    /// messages gathered or segments waiting.
+    pub sessions: Vec<FlushedSessionBody>,
+}
+
+/// What the flush did to one session.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FlushedSessionBody {
+    pub session_key: String,
     /// The segment packed, when anything was gathered.
     pub packed: Option<i64>,
-    /// Segments attached now (at most `feed.max_unread_segments` stay unread).
+    /// Segments attached now.
     pub attached: Vec<i64>,
 }
 
@@ -132,9 +159,10 @@ pub async fn show(
 }
 
 /// Packs the session's gathered messages now, whatever their number or age, and
-/// attaches what the unread limit allows.
+/// attaches what the unread limit allows; without `session_key`, does so for every
+/// session of the profile with messages gathered or segments waiting.
 #[utoipa::path(post, path = "/feed/flush", tag = "feed", security(("bearer" = [])),
-    params(FeedQuery),
+    params(FlushQuery),
     responses(
         (status = 200, description = "What was packed and attached", body = FlushBody),
         AdminErrors,
@@ -143,17 +171,44 @@ pub async fn show(
     ))]
 pub async fn flush(
     Admin(app): Admin,
-    Query(q): Query<FeedQuery>,
+    Query(q): Query<FlushQuery>,
 ) -> Result<Json<FlushBody>, ApiError> {
     let profile = profile_or_first(&app, q.profile)?;
-    let done = app
-        .feed
-        .flush(&profile, &q.session_key)
-        .await
-        .map_err(ApiError::store)?;
+    let one_session = q.session_key.is_some();
+    let done = match q.session_key {
+        Some(key) => {
+            let one = app
+                .feed
+                .flush(&profile, &key)
+                .await
+                .map_err(ApiError::store)?;
+            vec![(key, one)]
+        }
+        None => app
+            .feed
+            .flush_profile(&profile)
+            .await
+            .map_err(ApiError::store)?,
+    };
+    let packed = match done.as_slice() {
+        [(_, one)] if one_session => one.packed,
+        _ => None,
+    };
+    let attached = done
+        .iter()
+        .flat_map(|(_, f)| f.attached.iter().copied())
+        .collect();
     Ok(Json(FlushBody {
-        packed: done.packed,
-        attached: done.attached,
+        packed,
+        attached,
+        sessions: done
+            .into_iter()
+            .map(|(session_key, f)| FlushedSessionBody {
+                session_key,
+                packed: f.packed,
+                attached: f.attached,
+            })
+            .collect(),
     }))
 }
 

@@ -6,10 +6,10 @@ use utoipa::ToSchema;
 
 use super::{Admin, ApiError, ErrorBody};
 use crate::{
-    config::{Connection, DigestConfig, Profile},
+    config::{Config, Connection, DigestConfig, Profile},
     longconn::status::ConnView,
     state::App,
-    store::{DigestRunRow, InboxCounts, InboxProblem, ProfileBacklog, ReplicaRow},
+    store::{DigestRunRow, FeedCounts, InboxCounts, InboxProblem, ProfileBacklog, ReplicaRow},
     util::UnixMs,
 };
 
@@ -29,6 +29,30 @@ pub struct StatusBody {
     pub turns: TurnsStatus,
     /// The daily digest.
     pub digest: DigestStatusBody,
+    /// The batched feed.
+    pub feed: FeedStatusBody,
+}
+
+/// `feed` of [`StatusBody`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FeedStatusBody {
+    /// `feed.enabled` (profiles and workspaces may override it).
+    pub enabled: bool,
+    /// Every configured profile, in config order.
+    pub profiles: Vec<FeedProfileBody>,
+}
+
+/// One profile's feed; counts are null when the database did not answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FeedProfileBody {
+    pub profile: String,
+    /// Messages gathered, not yet packed into a segment.
+    pub gathered: Option<i64>,
+    /// Segments packed, waiting for room among their session's unread ones (or for
+    /// the session's first turn).
+    pub waiting: Option<i64>,
+    /// Segments attached to their session's history, not yet read by a turn.
+    pub attached: Option<i64>,
 }
 
 /// `digest` of [`StatusBody`].
@@ -39,8 +63,13 @@ pub struct DigestStatusBody {
     /// Local start time and end of its window, `HH:MM`.
     pub at: String,
     pub window_end: String,
-    /// IANA time zone.
+    /// The IANA time zone in force: `digest.timezone`, else `UTC`.
     pub timezone: String,
+    /// Whether `digest.timezone` is set; when not, the digest runs in UTC (and
+    /// `check-config` warns while the digest is enabled).
+    pub timezone_set: bool,
+    /// `digest.include_dms`: direct-message sessions are digested too.
+    pub include_dms: bool,
     /// The latest run (by any replica), with its date and duration; `null` before the
     /// first or when the database does not answer.
     pub last_run: Option<super::digests::RunBody>,
@@ -211,6 +240,7 @@ pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
         inbox: inbox_status(&app, read.counts, read.backlog, read.problems),
         turns: turns_status(&app, read.turns, read.replicas),
         digest: digest_status(&app.config.digest, read.last_run),
+        feed: feed_status(&app.config, read.feed),
     }))
 }
 
@@ -223,6 +253,7 @@ struct Readings {
     backlog: Vec<ProfileBacklog>,
     last_run: Option<DigestRunRow>,
     replicas: Vec<ReplicaRow>,
+    feed: Option<Vec<FeedCounts>>,
 }
 
 impl Readings {
@@ -230,13 +261,14 @@ impl Readings {
     async fn of(app: &App) -> Self {
         let lease = std::time::Duration::from_millis(app.config.worker.lease_ms);
         let alive_since = crate::store::alive_since(UnixMs::now(), lease);
-        let (counts, turns, problems, backlog, last_run, replicas) = tokio::join!(
+        let (counts, turns, problems, backlog, last_run, replicas, feed) = tokio::join!(
             app.store.inbox_counts(),
             app.store.turn_counts(),
             app.store.inbox_problems(10),
             app.store.inbox_backlog(),
             app.store.latest_digest_run(),
-            app.store.replicas(alive_since)
+            app.store.replicas(alive_since),
+            app.store.feed_counts()
         );
         Self {
             counts: counts.ok(),
@@ -245,6 +277,7 @@ impl Readings {
             backlog: backlog.unwrap_or_default(),
             last_run: last_run.ok().flatten(),
             replicas: replicas.unwrap_or_default(),
+            feed: feed.ok(),
         }
     }
 }
@@ -338,7 +371,38 @@ fn digest_status(d: &DigestConfig, last_run: Option<DigestRunRow>) -> DigestStat
         enabled: d.enabled,
         at: d.at.clone(),
         window_end: d.window_end.clone(),
-        timezone: d.timezone.clone(),
+        timezone: d.timezone_name().to_string(),
+        timezone_set: d.timezone.is_some(),
+        include_dms: d.include_dms,
         last_run: last_run.as_ref().map(super::digests::RunBody::from),
+    }
+}
+
+/// Every configured profile's feed: zeros where nothing waits, nulls when the counts
+/// could not be read.
+fn feed_status(config: &Config, counts: Option<Vec<FeedCounts>>) -> FeedStatusBody {
+    let of = |name: &str| match &counts {
+        None => (None, None, None),
+        Some(all) => {
+            let c = all.iter().find(|c| c.profile == name);
+            let n = |f: fn(&FeedCounts) -> i64| Some(c.map_or(0, f));
+            (n(|c| c.gathered), n(|c| c.waiting), n(|c| c.attached))
+        }
+    };
+    FeedStatusBody {
+        enabled: config.feed.enabled,
+        profiles: config
+            .profiles
+            .iter()
+            .map(|p| {
+                let (gathered, waiting, attached) = of(&p.name);
+                FeedProfileBody {
+                    profile: p.name.clone(),
+                    gathered,
+                    waiting,
+                    attached,
+                }
+            })
+            .collect(),
     }
 }

@@ -165,6 +165,9 @@ pub trait FeedStore: Send + Sync + 'static {
         profile: &str,
         session_key: &str,
     ) -> Result<SessionFeed, StoreError>;
+    /// The sessions of `profile` with gathered items or waiting segments: what a flush
+    /// of the whole profile packs and attaches. Sorted by session key.
+    async fn feed_sessions(&self, profile: &str) -> Result<Vec<String>, StoreError>;
     /// Every profile's sessions with unread segments or gathered items: (profile,
     /// session_key, gathered, waiting, attached), for `/status` and metrics.
     async fn feed_counts(&self) -> Result<Vec<FeedCounts>, StoreError>;

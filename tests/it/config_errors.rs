@@ -1,6 +1,7 @@
 //! What the binary says about a configuration: a syntax error or a bad key with its file,
 //! line and column; every validation problem at once (exit 2); host names in
-//! `server.listen`; warnings for settings that are ignored; and messages that name the
+//! `server.listen`; warnings for settings that are ignored or left to a risky default
+//! (a digest without a time zone); and messages that name the
 //! config file actually read.
 
 use std::process::Output;
@@ -181,6 +182,51 @@ fn check_config_warns_about_a_group_scope_that_thread_isolation_overrides() {
     let path = write_config(&dir, &used);
     let stdout = text(&check_config(&path).stdout);
     assert!(!stdout.contains("warning"), "{stdout}");
+}
+
+#[test]
+fn check_config_warns_about_a_digest_without_a_time_zone_and_refuses_bad_digest_keys() {
+    let dir = tempfile::tempdir().expect("dir");
+    let digest = "[digest]\nenabled = true\n[digest.summarizer]\n\
+                  base_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n";
+    let warning = "warning: digest.timezone: not set, so the digest runs at 04:10 UTC \
+                   (12:10 in Asia/Shanghai) and sessions are reset then; set \
+                   digest.timezone to the IANA name of the chats' zone, e.g. \
+                   timezone = \"Asia/Shanghai\"\n";
+    let path = write_config(&dir, &format!("{PROFILE}{digest}"));
+    let out = check_config(&path);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "a warning is not an error: {stdout}");
+    assert!(stdout.ends_with(warning), "{stdout}");
+
+    // A zone written out, or a digest that is off, says nothing.
+    let zoned = digest.replace("enabled = true\n", "enabled = true\ntimezone = \"UTC\"\n");
+    let path = write_config(&dir, &format!("{PROFILE}{zoned}"));
+    let stdout = text(&check_config(&path).stdout);
+    assert!(!stdout.contains("warning"), "{stdout}");
+    let path = write_config(&dir, &format!("{PROFILE}[digest]\nenabled = false\n"));
+    let stdout = text(&check_config(&path).stdout);
+    assert!(!stdout.contains("warning"), "{stdout}");
+
+    // The new keys take booleans, and a bad one is named.
+    for (more, key) in [
+        ("digest = \"no\"\n", "profiles[0].digest"),
+        ("[digest]\ninclude_dms = 1\n", "digest.include_dms"),
+        (
+            "[[workspaces]]\nchat_id = \"oc_1\"\ndigest = \"off\"\n",
+            "workspaces[0].digest",
+        ),
+    ] {
+        let path = write_config(&dir, &format!("{PROFILE}{more}"));
+        let out = check_config(&path);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(key), "{key}: {stderr}");
+    }
+    let good = "digest = false\n[digest]\ninclude_dms = false\n\
+                [[workspaces]]\nchat_id = \"oc_1\"\ndigest = true\n";
+    let out = check_config(&write_config(&dir, &format!("{PROFILE}{good}")));
+    assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
 #[test]

@@ -283,3 +283,77 @@ both_backends!(
     a_webhook_agent_gets_a_signed_inject_call_that_is_no_turn,
     webhook_inject
 );
+
+/// `/status`'s feed counts of the planner: (gathered, waiting, attached).
+async fn status_counts(app: &TestApp) -> (i64, i64, i64) {
+    let a = app.get("/status").await;
+    let p = &a.json["feed"]["profiles"][0];
+    assert_eq!(p["profile"], "planner", "{}", a.text);
+    let n = |k: &str| p[k].as_i64().unwrap_or(-1);
+    (n("gathered"), n("waiting"), n("attached"))
+}
+
+async fn flush_profile(db: TestDb) {
+    let mut app = TestApp::spawn(config(&feed_config(&db, "", ""))).await;
+    // Two threads with a session, one without (its segment waits for a first turn).
+    for root in ["om_root", "om_two"] {
+        let ask = Msg::group(root, "topic").at_bot();
+        assert_eq!(app.ask(&ask).await, "answered");
+        app.route(&Msg::group(&format!("{root}_c"), "aside").in_thread(root))
+            .await;
+    }
+    app.route(&Msg::group("om_new_c", "aside").in_thread("om_new"))
+        .await;
+    assert_eq!(status_counts(&app).await, (3, 0, 0));
+
+    let body = flush_all(&app).await;
+    assert!(body["packed"].is_null(), "{body}");
+    assert_eq!(body["attached"].as_array().map(Vec::len), Some(2), "{body}");
+    let sessions: Vec<(&str, bool, usize)> = body["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            (
+                s["session_key"].as_str().unwrap_or_default(),
+                s["packed"].is_i64(),
+                s["attached"].as_array().map_or(0, Vec::len),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sessions,
+        [
+            ("thread:oc_group:om_new", true, 0),
+            ("thread:oc_group:om_root", true, 1),
+            ("thread:oc_group:om_two", true, 1),
+        ],
+        "{body}"
+    );
+    assert_eq!(status_counts(&app).await, (0, 1, 2));
+
+    // Again: only the session whose segment still waits is looked at.
+    let again = flush_all(&app).await;
+    assert_eq!(
+        again["sessions"][0]["session_key"],
+        "thread:oc_group:om_new"
+    );
+    assert_eq!(again["sessions"].as_array().map(Vec::len), Some(1));
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    a_flush_without_session_key_flushes_every_session_and_status_counts_them,
+    flush_profile
+);
+
+async fn flush_all(app: &TestApp) -> Value {
+    let r = app
+        .client
+        .post(format!("{}/feed/flush?profile=planner", app.base))
+        .bearer_auth(crate::support::ADMIN)
+        .send()
+        .await
+        .expect("flush answers");
+    assert_eq!(r.status(), 200);
+    r.json().await.expect("JSON")
+}

@@ -35,6 +35,23 @@ async fn health_status_and_auth(db: TestDb) {
     assert_eq!(a.json["profiles"][0]["agent_kind"], "echo");
     assert_eq!(a.json["profiles"][0]["encrypted"], true);
     assert_eq!(a.json["version"], env!("CARGO_PKG_VERSION"));
+    // The digest's zone in force, and that it is the default; the feed of every profile.
+    let digest = &a.json["digest"];
+    assert_eq!(
+        (
+            &digest["timezone"],
+            &digest["timezone_set"],
+            &digest["include_dms"]
+        ),
+        (&"UTC".into(), &false.into(), &true.into()),
+        "{digest}"
+    );
+    assert_eq!(
+        a.json["feed"],
+        serde_json::json!({"enabled": false, "profiles": [
+            {"profile": "planner", "gathered": 0, "waiting": 0, "attached": 0}
+        ]})
+    );
     for secret in [
         crate::support::feishu::ENCRYPT_KEY,
         crate::support::feishu::TOKEN,

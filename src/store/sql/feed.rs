@@ -83,6 +83,12 @@ fn gathered_oldest_first() -> String {
     )
 }
 
+const SESSIONS: &str = "\
+SELECT session_key FROM feed_items WHERE profile = $1 AND state = 'gathered'
+UNION
+SELECT session_key FROM feed_segments WHERE profile = $1 AND state = 'waiting'
+ORDER BY session_key";
+
 const COUNTS: &str = "\
 SELECT profile,
        CAST(SUM(CASE WHEN kind = 'item' THEN n ELSE 0 END) AS BIGINT),
@@ -299,6 +305,11 @@ impl<DB: Dialect> FeedStore for SqlStore<DB> {
         let query = sqlx::query_as(&q).bind(profile).bind(session_key);
         let segments = self.fetch(query.fetch_all(&self.pool)).await?;
         Ok(SessionFeed { gathered, segments })
+    }
+
+    async fn feed_sessions(&self, profile: &str) -> Result<Vec<String>, StoreError> {
+        let query = sqlx::query_scalar(SESSIONS).bind(profile);
+        self.fetch(query.fetch_all(&self.pool)).await
     }
 
     async fn feed_counts(&self) -> Result<Vec<FeedCounts>, StoreError> {

@@ -1,6 +1,7 @@
 //! The batched feed: items gathered with their route, packed newest first under both
 //! caps, segments attached under the unread limit and read by a turn, recalls and
-//! resets, on both backends.
+//! resets, the sessions a flush of a profile takes and the counts `/status` shows, on
+//! both backends.
 
 use feishu_bridge::{
     store::{FeedItemState, NewFeedItem, PackLimits, RouteWrite, SegmentState, Store},
@@ -13,10 +14,15 @@ use crate::{both_backends, support::TestDb};
 /// Gathers `message_id` for `profile`'s session [`KEY`], said and gathered at `at`, with
 /// its route (the way the worker writes it).
 async fn gather(s: &dyn Store, profile: &str, message_id: &str, text: &str, at: i64) {
+    gather_in(s, profile, KEY, message_id, text, at).await;
+}
+
+/// [`gather`] for session `key`.
+async fn gather_in(s: &dyn Store, profile: &str, key: &str, message_id: &str, text: &str, at: i64) {
     let write = RouteWrite {
         feed: Some(NewFeedItem {
             profile: profile.into(),
-            session_key: KEY.into(),
+            session_key: key.into(),
             chat_id: CHAT.into(),
             message_id: message_id.into(),
             sender: "Alice".into(),
@@ -236,4 +242,52 @@ async fn retention(db: TestDb) {
 both_backends!(
     retention_purges_feed_items_and_segments_older_than_the_cutoff,
     retention
+);
+
+async fn sessions_and_counts(db: TestDb) {
+    const OTHER: &str = "group:oc_other";
+    let s = open(&db).await;
+    assert!(s.feed_sessions("a").await.expect("sessions").is_empty());
+    assert!(s.feed_counts().await.expect("counts").is_empty());
+    gather(&*s, "a", "om_1", "one", 100).await;
+    gather_in(&*s, "a", OTHER, "om_2", "two", 200).await;
+    gather_in(&*s, "b", OTHER, "om_3", "three", 300).await;
+    let mut both = vec![KEY.to_string(), OTHER.to_string()];
+    both.sort();
+    assert_eq!(s.feed_sessions("a").await.expect("sessions"), both);
+    assert_eq!(s.feed_sessions("b").await.expect("sessions"), [OTHER]);
+
+    // Packed, the session is still listed (its segment waits), once; attached, it is not.
+    let first = s
+        .pack_segment("a", KEY, limits(40, 1200), UnixMs(400))
+        .await
+        .expect("pack")
+        .expect("a segment");
+    gather(&*s, "a", "om_4", "four", 450).await;
+    assert_eq!(s.feed_sessions("a").await.expect("sessions"), both);
+    let counts = s.feed_counts().await.expect("counts");
+    let of = |p: &str| counts.iter().find(|c| c.profile == p).cloned();
+    let a = of("a").expect("a's counts");
+    assert_eq!((a.gathered, a.waiting, a.attached), (2, 1, 0));
+    let next = s
+        .pack_segment("a", KEY, limits(40, 1200), UnixMs(460))
+        .await
+        .expect("pack")
+        .expect("a segment");
+    for id in [first.id, next.id] {
+        s.mark_attached(id, "sid-1", UnixMs(500))
+            .await
+            .expect("attach");
+    }
+    assert_eq!(s.feed_sessions("a").await.expect("sessions"), [OTHER]);
+    let counts = s.feed_counts().await.expect("counts");
+    let of = |p: &str| counts.iter().find(|c| c.profile == p).cloned();
+    let a = of("a").expect("a's counts");
+    assert_eq!((a.gathered, a.waiting, a.attached), (1, 0, 2));
+    let b = of("b").expect("b's counts");
+    assert_eq!((b.gathered, b.waiting, b.attached), (1, 0, 0));
+}
+both_backends!(
+    a_profile_s_feed_sessions_are_those_gathering_or_waiting_and_counted_per_profile,
+    sessions_and_counts
 );
