@@ -103,9 +103,12 @@ async fn thread(app: &mut TestApp, root: &str, text: &str, chatter: &[&str]) {
 }
 
 async fn session_id(app: &TestApp, root: &str) -> String {
-    let a = app
-        .get(&format!("/sessions/{}?profile=planner", key(root)))
-        .await;
+    session_id_of(app, &key(root)).await
+}
+
+/// The planner's agent-side session id of the session `key`.
+pub(crate) async fn session_id_of(app: &TestApp, key: &str) -> String {
+    let a = app.get(&format!("/sessions/{key}?profile=planner")).await;
     assert_eq!(a.status, 200, "{}", a.text);
     a.json["session_id"]
         .as_str()
@@ -113,7 +116,8 @@ async fn session_id(app: &TestApp, root: &str) -> String {
         .to_string()
 }
 
-async fn run_now(app: &TestApp) -> (u16, Value) {
+/// Runs the digest now: the answer's status and body.
+pub(crate) async fn run_now(app: &TestApp) -> (u16, Value) {
     let r = app
         .client
         .post(format!("{}/digests/run", app.base))

@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use feishu_bridge::util::{ManualClock, UnixMs};
-use serde_json::Value;
 
 use crate::{
     both_backends,
+    digest::{run_now, session_id_of},
     support::{
-        ADMIN, TestApp, TestDb, config_toml,
+        TestApp, TestDb, config_toml,
         fake_openai::FakeOpenAi,
         fake_summarizer::{FakeSummarizer, KEY},
         feishu::Msg,
@@ -67,26 +67,10 @@ async fn dm(app: &mut TestApp) -> String {
     "dm:ou_alice".into()
 }
 
-async fn session_id(app: &TestApp, key: &str) -> String {
-    let a = app.get(&format!("/sessions/{key}?profile=planner")).await;
-    assert_eq!(a.status, 200, "{}", a.text);
-    a.json["session_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
 /// Runs the digest now: the session keys it digested, with their status.
 async fn run(app: &TestApp) -> Vec<(String, String)> {
-    let r = app
-        .client
-        .post(format!("{}/digests/run", app.base))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .expect("run answers");
-    assert_eq!(r.status().as_u16(), 200);
-    let body: Value = r.json().await.expect("JSON");
+    let (status, body) = run_now(app).await;
+    assert_eq!(status, 200, "{body}");
     assert_eq!(body["outcome"], "ran", "{body}");
     body["digests"]
         .as_array()
@@ -108,8 +92,8 @@ async fn a_workspace_off_and_dms_left_out(db: TestDb) {
     let off = thread(&mut app, "oc_quiet", "om_quiet").await;
     let private = dm(&mut app).await;
     let before = [
-        session_id(&app, &off).await,
-        session_id(&app, &private).await,
+        session_id_of(&app, &off).await,
+        session_id_of(&app, &private).await,
     ];
 
     let digest = app.get("/status").await.json["digest"].clone();
@@ -126,8 +110,8 @@ async fn a_workspace_off_and_dms_left_out(db: TestDb) {
     assert_eq!(run(&app).await, [(taken, "reset".to_string())]);
     assert_eq!(summarizer.transcripts().len(), 1, "one summary paid for");
     let after = [
-        session_id(&app, &off).await,
-        session_id(&app, &private).await,
+        session_id_of(&app, &off).await,
+        session_id_of(&app, &private).await,
     ];
     assert_eq!(after, before, "the sessions left out are untouched");
     app.stop().await.expect("stops");
@@ -146,14 +130,14 @@ async fn a_profile_off_but_a_workspace_on(db: TestDb) {
     let private = dm(&mut app).await;
     let taken = thread(&mut app, "oc_on", "om_on").await;
     let before = [
-        session_id(&app, &off).await,
-        session_id(&app, &private).await,
+        session_id_of(&app, &off).await,
+        session_id_of(&app, &private).await,
     ];
 
     assert_eq!(run(&app).await, [(taken, "reset".to_string())]);
     let after = [
-        session_id(&app, &off).await,
-        session_id(&app, &private).await,
+        session_id_of(&app, &off).await,
+        session_id_of(&app, &private).await,
     ];
     assert_eq!(after, before, "the profile's other sessions are untouched");
     app.stop().await.expect("stops");

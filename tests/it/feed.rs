@@ -41,12 +41,14 @@ async fn feed(app: &TestApp) -> Value {
 }
 
 async fn flush(app: &TestApp) -> Value {
+    flush_at(app, &format!("profile=planner&session_key={SESSION}")).await
+}
+
+/// `POST /feed/flush?{query}`, answered 200: its body.
+async fn flush_at(app: &TestApp, query: &str) -> Value {
     let r = app
         .client
-        .post(format!(
-            "{}/feed/flush?profile=planner&session_key={SESSION}",
-            app.base
-        ))
+        .post(format!("{}/feed/flush?{query}", app.base))
         .bearer_auth(crate::support::ADMIN)
         .send()
         .await
@@ -306,7 +308,7 @@ async fn flush_profile(db: TestDb) {
         .await;
     assert_eq!(status_counts(&app).await, (3, 0, 0));
 
-    let body = flush_all(&app).await;
+    let body = flush_at(&app, "profile=planner").await;
     assert!(body["packed"].is_null(), "{body}");
     assert_eq!(body["attached"].as_array().map(Vec::len), Some(2), "{body}");
     let sessions: Vec<(&str, bool, usize)> = body["sessions"]
@@ -333,7 +335,7 @@ async fn flush_profile(db: TestDb) {
     assert_eq!(status_counts(&app).await, (0, 1, 2));
 
     // Again: only the session whose segment still waits is looked at.
-    let again = flush_all(&app).await;
+    let again = flush_at(&app, "profile=planner").await;
     assert_eq!(
         again["sessions"][0]["session_key"],
         "thread:oc_group:om_new"
@@ -345,15 +347,3 @@ both_backends!(
     a_flush_without_session_key_flushes_every_session_and_status_counts_them,
     flush_profile
 );
-
-async fn flush_all(app: &TestApp) -> Value {
-    let r = app
-        .client
-        .post(format!("{}/feed/flush?profile=planner", app.base))
-        .bearer_auth(crate::support::ADMIN)
-        .send()
-        .await
-        .expect("flush answers");
-    assert_eq!(r.status(), 200);
-    r.json().await.expect("JSON")
-}
