@@ -39,6 +39,13 @@ pub struct FeedSegment {
     pub items: usize,
     /// Its text, labelled as background (see `feed::render`).
     pub text: String,
+    /// The messages in it (what other blocks of the turn leave out).
+    #[serde(skip)]
+    pub message_ids: Vec<String>,
+    /// The chat's own feed (given to each session once, at its turn), not the
+    /// session's.
+    #[serde(skip)]
+    pub shared: bool,
 }
 
 /// A feed segment attached to a session without waking its agent: the webhook backend
@@ -101,6 +108,9 @@ pub struct AgentTurn {
 /// One earlier turn of the same session: what was asked and what the agent answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PastTurn {
+    /// The texts of the batched-feed segments that turn read, oldest first: they stay
+    /// in the session's history with it.
+    pub feed: Vec<String>,
     /// The request text.
     pub request: String,
     /// The recorded answer.

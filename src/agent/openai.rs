@@ -61,12 +61,17 @@ struct Request<'a> {
     stream: bool,
 }
 
-/// The conversation for one turn: each earlier turn as a user and an assistant
-/// message, oldest first, then the session's attached feed segments (background from
-/// the group chat, each its own message), then the prompt.
+/// The conversation for one turn: each earlier turn as the feed segments it read (each
+/// its own user message), a user and an assistant message, oldest first; then the feed
+/// segments this turn is given (background from the group chat, each its own message),
+/// then the prompt.
 fn messages(turn: &AgentTurn) -> Vec<Message<'_>> {
     let mut out = Vec::with_capacity(turn.earlier.len() * 2 + turn.feed.len() + 1);
     for past in &turn.earlier {
+        out.extend(past.feed.iter().map(|text| Message {
+            role: "user",
+            content: text,
+        }));
         out.push(Message {
             role: "user",
             content: &past.request,
@@ -528,6 +533,7 @@ mod tests {
         let mut t = turn(
             "PROMPT",
             vec![PastTurn {
+                feed: Vec::new(),
                 request: "q1".into(),
                 output: "a1".into(),
             }],
@@ -536,6 +542,8 @@ mod tests {
             segment_id: 7,
             items: 2,
             text: "Background: Alice: hi".into(),
+            message_ids: vec!["om_1".into()],
+            shared: false,
         }];
         let got: Vec<(&str, &str)> = messages(&t).iter().map(|m| (m.role, m.content)).collect();
         assert_eq!(
@@ -555,10 +563,12 @@ mod tests {
             "PROMPT",
             vec![
                 PastTurn {
+                    feed: Vec::new(),
                     request: "q1".into(),
                     output: "a1".into(),
                 },
                 PastTurn {
+                    feed: Vec::new(),
                     request: "q2".into(),
                     output: "a2".into(),
                 },

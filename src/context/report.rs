@@ -32,7 +32,7 @@ pub struct ExcludedItem {
     pub item_id: i64,
     pub item_type: String,
     /// `limit`, `chars`, `own_output`, `same_turn_request`, `recalled`, `mode`,
-    /// `other_profile`, `command`, `in_thread_context`, `topic_root_block`.
+    /// `other_profile`, `command`, `in_thread_context`, `topic_root_block`, `in_feed`.
     pub reason: String,
     /// When its message was said (Feishu's create time); none in decisions recorded
     /// before items carried it.

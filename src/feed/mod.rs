@@ -1,11 +1,14 @@
 //! The batched feed: un-mentioned group messages a profile observes are gathered per
-//! session (with their route, by the inbox worker), packed into a segment once the
-//! session has `feed.batch_messages` of them or its first has waited
-//! `feed.max_wait_secs` — checked on arrival and by a timer, so a quiet chat is fed too —
-//! and attached to the session's history without waking its agent: at most
-//! `feed.max_unread_segments` unread at a time, the rest waiting (none dropped), the
-//! next attached as soon as a turn reads one. Everything is persisted; the time comes
-//! from the app's [`Clock`].
+//! feed key (with their route, by the inbox worker) — their history scope's one session
+//! when it has exactly one, else the chat itself (`chat:<chat_id>`) — and packed into a
+//! segment once the key has `feed.batch_messages` of them or its first has waited
+//! `feed.max_wait_secs` — checked on arrival and by a timer, so a quiet chat is fed too.
+//! A session's own segments are attached to its history without waking its agent: at
+//! most `feed.max_unread_segments` unread at a time, the rest waiting (none dropped), the
+//! next attached as soon as a turn reads one. A chat's own segments wait for the chat's
+//! sessions: each session invoked there is given those it has not read (the newest
+//! `feed.max_unread_segments`), once. A segment is read when the turn that got it
+//! succeeds. Everything is persisted; the time comes from the app's [`Clock`].
 
 pub mod render;
 
@@ -21,9 +24,10 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     agent::{Agent, FeedInject, FeedSegment},
     config::Config,
-    store::{FeedSegmentRow, PackLimits, Store, StoreError},
+    store::{FeedSegmentRow, PackLimits, SessionRow, SharedRead, Store, StoreError},
     telemetry::Metrics,
     util::Clock,
+    vocab::{ChatType, chat::chat_feed_key},
 };
 
 /// What a flush did.
@@ -156,51 +160,136 @@ impl Feed {
         Ok(out)
     }
 
-    /// What a turn of the session uses: what fits is attached first, then every attached,
-    /// unread segment with its text, oldest first.
+    /// What a turn of the session uses, oldest first: the session's own feed (what fits
+    /// is attached first, then every attached, unread segment), then — for a session of
+    /// a chat whose talk is gathered under the chat itself — the chat's segments this
+    /// session has not read, the newest `feed.max_unread_segments`, handed to the agent
+    /// here (a webhook agent gets them as `inject` calls). None is read until the turn
+    /// succeeds ([`Feed::read`]).
     pub async fn for_turn(
         &self,
         profile: &str,
-        session_key: &str,
+        session: &SessionRow,
     ) -> Result<Vec<FeedSegment>, StoreError> {
         let _one = self.work.lock().await;
+        let key = session.session_key.as_str();
         // A batch that came due just before the turn is packed for it, not after it.
-        if self.is_due(profile, session_key).await? {
-            self.pack(profile, session_key).await?;
+        if self.is_due(profile, key).await? {
+            self.pack(profile, key).await?;
         }
-        self.attach(profile, session_key).await?;
+        self.attach(profile, key).await?;
         let mut out = Vec::new();
-        for segment in self.store.attached(profile, session_key).await? {
-            let items = self.store.segment_items(segment.id).await?;
-            out.push(FeedSegment {
-                segment_id: segment.id,
-                items: items.len(),
-                text: render::segment_text(&items, self.config.feed.segment_chars),
-            });
+        for segment in self.store.attached(profile, key).await? {
+            out.push(self.given(&segment, false).await?);
+        }
+        let chat_key = chat_feed_key(&session.chat_id);
+        if key == chat_key || session.chat_type == ChatType::P2p {
+            return Ok(out);
+        }
+        if self.is_due(profile, &chat_key).await? {
+            self.pack(profile, &chat_key).await?;
+        }
+        let limit = self.config.feed.max_unread_segments as i64;
+        for segment in self
+            .store
+            .shared_unread(profile, &chat_key, key, limit)
+            .await?
+        {
+            let given = self.given(&segment, true).await?;
+            if !self.inject(profile, session, &given).await {
+                break;
+            }
+            out.push(given);
         }
         Ok(out)
     }
 
-    /// A turn used `ids`: they are read, and the next waiting segments attached.
+    /// A segment as a turn is given it.
+    async fn given(
+        &self,
+        segment: &FeedSegmentRow,
+        shared: bool,
+    ) -> Result<FeedSegment, StoreError> {
+        let items = self.store.segment_items(segment.id).await?;
+        Ok(FeedSegment {
+            segment_id: segment.id,
+            items: items.len(),
+            text: render::segment_text(&items, self.config.feed.segment_chars),
+            message_ids: items.into_iter().map(|i| i.message_id).collect(),
+            shared,
+        })
+    }
+
+    /// Hands `segment` to the profile's agent for `session` (a webhook agent's
+    /// `inject`); whether it took it.
+    async fn inject(&self, profile: &str, session: &SessionRow, segment: &FeedSegment) -> bool {
+        let Some(agent) = self.agents.get(profile) else {
+            return true;
+        };
+        let inject = FeedInject {
+            kind: "inject",
+            turn_id: None,
+            profile,
+            session_key: &session.session_key,
+            session_id: &session.session_id,
+            segment_id: segment.segment_id,
+            text: &segment.text,
+        };
+        match agent.inject(&inject).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(profile, session_key = %session.session_key, segment_id = segment.segment_id, error = %e, "feed segment not taken by the agent; it waits");
+                false
+            }
+        }
+    }
+
+    /// A turn of `session` succeeded with `segments`: they are read (the chat's own by
+    /// this session only), and the session's next waiting segments attached.
     pub async fn read(
         &self,
         profile: &str,
-        session_key: &str,
-        ids: &[i64],
+        session: &SessionRow,
+        segments: &[FeedSegment],
         turn_id: &str,
     ) -> Result<(), StoreError> {
-        if ids.is_empty() {
+        if segments.is_empty() {
             return Ok(());
         }
         let _one = self.work.lock().await;
-        self.store.mark_read(ids, turn_id, self.clock.now()).await?;
+        let now = self.clock.now();
+        let (shared, own): (Vec<_>, Vec<_>) = segments.iter().partition(|s| s.shared);
+        let own: Vec<i64> = own.iter().map(|s| s.segment_id).collect();
+        self.store.mark_read(&own, turn_id, now).await?;
+        let ids: Vec<i64> = shared.iter().map(|s| s.segment_id).collect();
+        let chat_key = chat_feed_key(&session.chat_id);
+        let read = SharedRead {
+            profile,
+            feed_key: &chat_key,
+            session_key: &session.session_key,
+            session_id: &session.session_id,
+            turn_id,
+            ids: &ids,
+            now,
+        };
+        self.store.mark_shared_read(&read).await?;
         self.metrics
             .feed
             .read
             .with_label_values(&[profile])
-            .inc_by(ids.len() as u64);
-        self.attach(profile, session_key).await?;
+            .inc_by(segments.len() as u64);
+        self.attach(profile, &session.session_key).await?;
         Ok(())
+    }
+
+    /// The segments turn `turn_id` read, as it was given them (messages recalled since
+    /// left out), oldest first.
+    pub async fn read_by(&self, turn_id: &str) -> Result<Vec<FeedSegment>, StoreError> {
+        let mut out = Vec::new();
+        for segment in self.store.read_by(turn_id).await? {
+            out.push(self.given(&segment, false).await?);
+        }
+        Ok(out)
     }
 
     /// Whether the session's gathered messages are due: the batch size, or the wait.
@@ -259,20 +348,9 @@ impl Feed {
             .attachable(profile, session_key, max_unread)
             .await?
         {
-            if let Some(agent) = self.agents.get(profile) {
-                let items = self.store.segment_items(segment.id).await?;
-                let text = render::segment_text(&items, self.config.feed.segment_chars);
-                let inject = FeedInject {
-                    kind: "inject",
-                    turn_id: None,
-                    profile,
-                    session_key,
-                    session_id: &session.session_id,
-                    segment_id: segment.id,
-                    text: &text,
-                };
-                if let Err(e) = agent.inject(&inject).await {
-                    tracing::warn!(profile, session_key, segment_id = segment.id, error = %e, "feed segment not taken by the agent; it waits");
+            if self.agents.contains_key(profile) {
+                let given = self.given(&segment, false).await?;
+                if !self.inject(profile, &session, &given).await {
                     break;
                 }
             }

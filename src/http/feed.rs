@@ -17,7 +17,8 @@ use crate::{
 pub struct FeedQuery {
     /// Profile; defaults to the first configured profile.
     pub profile: Option<String>,
-    /// e.g. `group:oc_xxx` or `thread:oc_xxx:om_xxx`.
+    /// e.g. `group:oc_xxx` or `thread:oc_xxx:om_xxx`, or a chat's own feed key
+    /// `chat:oc_xxx`.
     pub session_key: String,
 }
 

@@ -34,7 +34,7 @@ pub struct ExcludedItemSchema {
     item_id: i64,
     item_type: String,
     /// `limit`, `chars`, `own_output`, `same_turn_request`, `recalled`, `mode`,
-    /// `other_profile`, `command`, `in_thread_context`, `topic_root_block`.
+    /// `other_profile`, `command`, `in_thread_context`, `topic_root_block`, `in_feed`.
     reason: String,
     /// When its message was said: Unix ms, Feishu's create time. Null in decisions
     /// recorded before items carried it.

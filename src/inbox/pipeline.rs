@@ -300,7 +300,7 @@ impl Pipeline {
 
     /// The batched-feed item of a routed message: an observed (not invoking) group
     /// message with text, recorded as discussion or a topic root, of a profile whose feed
-    /// is on in that chat — in the session its sender would be answered in. Private
+    /// is on in that chat — under its scope's feed key (see [`Place::feed_key`]). Private
     /// chats, this bot's own messages and other apps' (never recorded) never are, nor is
     /// anything in an `owner_only` workspace, where un-mentioned talk is not recorded
     /// (its main-chat messages are kept only as roots of the threads under them).
@@ -319,7 +319,7 @@ impl Pipeline {
             && self.config.feed_enabled(profile, &m.place.chat_id);
         gather.then(|| NewFeedItem {
             profile: m.profile.clone(),
-            session_key: m.place.session_key(profile, &m.actor_id),
+            session_key: m.place.feed_key(profile),
             chat_id: m.place.chat_id.clone(),
             message_id: m.message_id.clone(),
             sender: m.author_label.clone(),

@@ -64,6 +64,22 @@ impl Place {
         }
     }
 
+    /// The key the batched feed gathers this (un-mentioned) message under: its history
+    /// scope's one session when the scope has exactly one — `group:<chat_id>` for a
+    /// chat shared by everyone without isolated threads, `thread:<chat_id>:<root_id>`
+    /// for a reply in an isolated thread — else the chat itself, `chat:<chat_id>`,
+    /// whose segments are given to each session of the chat that is invoked.
+    pub fn feed_key(&self, profile: &Profile) -> String {
+        let scope = self.history_scope(profile);
+        if scope.starts_with("thread:") {
+            return scope;
+        }
+        if !profile.thread_isolation && profile.group_scope == GroupScope::SharedChat {
+            return format!("group:{}", self.chat_id);
+        }
+        scope
+    }
+
     /// The user a session key belongs to, for keys of one person's conversation
     /// (`dm:<open_id>`, `group-user:<chat_id>:<open_id>`); `None` for shared keys.
     pub fn personal_owner(key: &str) -> Option<&str> {
@@ -129,6 +145,22 @@ mod tests {
             p.history_scope(&profile(false, GroupScope::SharedChat)),
             "chat:oc_1"
         );
+    }
+
+    #[test]
+    fn the_feed_gathers_under_the_scope_s_one_session_or_the_chat() {
+        let main = Place::of("oc_1", ChatType::Group, "om_3", None, None);
+        let reply = Place::of("oc_1", ChatType::Group, "om_4", Some("om_1"), Some("omt_1"));
+        let defaults = profile(true, GroupScope::SharedChat);
+        assert_eq!(main.feed_key(&defaults), "chat:oc_1");
+        assert_eq!(reply.feed_key(&defaults), "thread:oc_1:om_1");
+        let shared = profile(false, GroupScope::SharedChat);
+        assert_eq!(main.feed_key(&shared), "group:oc_1");
+        assert_eq!(reply.feed_key(&shared), "group:oc_1");
+        for scope in [GroupScope::PerUser, GroupScope::Thread] {
+            assert_eq!(main.feed_key(&profile(false, scope)), "chat:oc_1");
+            assert_eq!(reply.feed_key(&profile(false, scope)), "chat:oc_1");
+        }
     }
 
     #[test]

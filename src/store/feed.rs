@@ -40,7 +40,7 @@ crate::util::spelled::spelled! {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewFeedItem {
     pub profile: String,
-    /// The session it would belong to (its sender's, as an invocation there would be).
+    /// Its feed key: the one session of its history scope, or `chat:<chat_id>`.
     pub session_key: String,
     pub chat_id: String,
     pub message_id: String,
@@ -90,6 +90,19 @@ pub struct FeedSegmentRow {
     pub read_at: Option<UnixMs>,
     /// The turn that used it.
     pub read_by_turn: Option<String>,
+}
+
+/// Chat-feed segments a session's turn read.
+#[derive(Debug, Clone, Copy)]
+pub struct SharedRead<'a> {
+    pub profile: &'a str,
+    /// The chat's feed key, `chat:<chat_id>`.
+    pub feed_key: &'a str,
+    pub session_key: &'a str,
+    pub session_id: &'a str,
+    pub turn_id: &'a str,
+    pub ids: &'a [i64],
+    pub now: UnixMs,
 }
 
 /// A session's gathered items as a segment packer sees them: newest first.
@@ -157,6 +170,17 @@ pub trait FeedStore: Send + Sync + 'static {
     async fn segment_items(&self, segment_id: i64) -> Result<Vec<FeedItemRow>, StoreError>;
     /// Marks attached segments read by `turn_id`.
     async fn mark_read(&self, ids: &[i64], turn_id: &str, now: UnixMs) -> Result<(), StoreError>;
+    /// The chat feed `feed_key`'s segments `session_key` has not read: the newest
+    /// `limit` packed after the newest it read (or was cleared past), oldest first.
+    async fn shared_unread(
+        &self,
+        profile: &str,
+        feed_key: &str,
+        session_key: &str,
+        limit: i64,
+    ) -> Result<Vec<FeedSegmentRow>, StoreError>;
+    /// A session read chat-feed segments, in one transaction (each session once).
+    async fn mark_shared_read(&self, read: &SharedRead<'_>) -> Result<(), StoreError>;
     /// The segments a turn used.
     async fn read_by(&self, turn_id: &str) -> Result<Vec<FeedSegmentRow>, StoreError>;
     /// One session's feed.

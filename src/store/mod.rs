@@ -48,7 +48,7 @@ pub use event_log::{
 };
 pub use feed::{
     FeedCounts, FeedItemRow, FeedItemState, FeedSegmentRow, FeedStore, NewFeedItem, PackLimits,
-    SegmentState, SessionFeed,
+    SegmentState, SessionFeed, SharedRead,
 };
 pub use inbox::{
     ClaimLimits, Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore,

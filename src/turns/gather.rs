@@ -3,7 +3,10 @@
 
 use serde_json::json;
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use super::job::TurnJob;
 use crate::{
@@ -228,8 +231,8 @@ impl Gatherer {
         &self,
         job: &TurnJob,
         delivered: bool,
-        thread_on: bool,
-        history_on: bool,
+        (thread_on, history_on): (bool, bool),
+        in_feed: &HashSet<&str>,
     ) -> Result<Gathered, StoreError> {
         let mut g = Gathered {
             topic_root_status: "disabled",
@@ -271,6 +274,7 @@ impl Gatherer {
         if thread_on {
             let window = i64::try_from(limit * 2 + 32).unwrap_or(i64::MAX);
             let rows = self.store.thread_candidates(job.thread(), window).await?;
+            let (fed, rows) = carried_by_feed(rows, in_feed);
             let injected = g.topic_root.is_some();
             let (in_block, candidates): (Vec<Candidate>, Vec<Candidate>) =
                 rows.into_iter().partition(|c| {
@@ -285,6 +289,7 @@ impl Gatherer {
                     .iter()
                     .map(|c| selector::exclusion(c, Exclusion::TopicRootBlock)),
             );
+            g.thread.excluded.extend(fed);
         }
         if history_on {
             let cap = i64::try_from(selector::PENDING_CAP + 1).unwrap_or(51);
@@ -293,8 +298,10 @@ impl Gatherer {
                 .pending_candidates(&job.profile, &job.history_scope, cap)
                 .await?;
             g.history_up_to = rows.iter().map(|r| r.event_id).max();
+            let (fed, rows) = carried_by_feed(rows, in_feed);
             let in_thread: Vec<i64> = g.thread.selected.iter().map(|s| s.item_id).collect();
             g.history = selector::select_pending(&req, rows, &in_thread);
+            g.history.excluded.extend(fed);
         }
         Ok(g)
     }
@@ -342,6 +349,26 @@ impl Gatherer {
             }
         }
     }
+}
+
+/// Splits off the candidates a batched-feed segment of the same turn carries: one
+/// message reaches the agent once, and the feed (given to the session already, or with
+/// this turn) is the block that carries it.
+fn carried_by_feed(
+    rows: Vec<Candidate>,
+    in_feed: &HashSet<&str>,
+) -> (Vec<selector::Excluded>, Vec<Candidate>) {
+    if in_feed.is_empty() {
+        return (Vec::new(), rows);
+    }
+    let (fed, kept): (Vec<Candidate>, Vec<Candidate>) = rows
+        .into_iter()
+        .partition(|c| !c.recalled && in_feed.contains(c.message_id.as_str()));
+    let fed = fed
+        .iter()
+        .map(|c| selector::exclusion(c, Exclusion::InFeed))
+        .collect();
+    (fed, kept)
 }
 
 /// Row values serialised as JSON text (plain data: serialising cannot fail).

@@ -3,7 +3,10 @@
 //! backend streams), and conclude (store the answer, then hand it to the [`Deliverer`];
 //! or record why there is none). Runs in its session's queue.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -99,6 +102,8 @@ pub struct RunnerParts {
 /// A turn that started: its session, what was gathered, its prompt, its row.
 struct Started {
     session: SessionRow,
+    /// The batched-feed segments the turn is given (read once it succeeds).
+    feed: Vec<FeedSegment>,
     gathered: Gathered,
     prompt: String,
     row_id: i64,
@@ -278,20 +283,17 @@ impl TurnRunner {
             return Ok(Outcome::QuoteUnreadable);
         }
         let turn = self.agent_turn(job, &started).await?;
-        // Handed to the agent: the feed segments it carries are read.
-        if let Err(e) = self
-            .feed
-            .read(
-                &job.profile,
-                &job.session_key,
-                &turn.feed_segment_ids,
-                &job.turn_id,
-            )
-            .await
+        let asked = self.ask(job, &turn, cancel).await;
+        // Answered: the feed segments it carried are read (a failed or cancelled turn
+        // leaves them for the next).
+        if matches!(asked.answer, Some(Ok(_)))
+            && let Err(e) = self
+                .feed
+                .read(&job.profile, &started.session, &started.feed, &job.turn_id)
+                .await
         {
             tracing::warn!(turn_id = %job.turn_id, reason = %e.reason(), "feed segments not marked read; the next turn gets them again");
         }
-        let asked = self.ask(job, &turn, cancel).await;
         self.conclude(job, &started, asked).await
     }
 
@@ -330,9 +332,14 @@ impl TurnRunner {
                 .gatherer
                 .profile_flag(&job.profile, Config::group_chat_history_share);
         let delivered = session.topic_root_prompt_delivered;
+        let feed = self.feed_of(job, &session).await;
+        let in_feed: HashSet<&str> = feed
+            .iter()
+            .flat_map(|s| s.message_ids.iter().map(String::as_str))
+            .collect();
         let mut gathered = self
             .gatherer
-            .gather(job, delivered, thread_on, history_on)
+            .gather(job, delivered, (thread_on, history_on), &in_feed)
             .await?;
         let quote_readable = self.gatherer.quoted(job, &mut gathered).await?.is_ok();
         let prompt = if quote_readable {
@@ -365,6 +372,7 @@ impl TurnRunner {
         tracing::info!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, decision_id, mode = %decision.mode, "context decision recorded");
         Ok(Ok(Started {
             session,
+            feed,
             gathered,
             prompt,
             row_id,
@@ -386,17 +394,28 @@ impl TurnRunner {
             self.store.session_history(&query)
         })
         .await?;
-        let earlier = history
-            .into_iter()
-            .filter_map(|t| {
-                let output = t.output.filter(|o| !o.is_empty())?;
-                (!t.request_text.is_empty()).then_some(PastTurn {
-                    request: t.request_text,
-                    output,
-                })
-            })
-            .collect();
-        let feed = self.feed_of(job).await;
+        let feed_on = self.feed_on(job);
+        let mut earlier = Vec::with_capacity(history.len());
+        for t in history {
+            let Some(output) = t.output.filter(|o| !o.is_empty()) else {
+                continue;
+            };
+            if t.request_text.is_empty() {
+                continue;
+            }
+            // The segments that turn read stay in the session's history with it.
+            let feed = if feed_on {
+                self.feed_read_by(&t.turn_id).await
+            } else {
+                Vec::new()
+            };
+            earlier.push(PastTurn {
+                feed,
+                request: t.request_text,
+                output,
+            });
+        }
+        let feed = s.feed.clone();
         let g = &s.gathered;
         Ok(AgentTurn {
             kind: "turn",
@@ -434,19 +453,35 @@ impl TurnRunner {
 
     /// The feed segments attached to the turn's session (group chats whose feed is on);
     /// none when the feed cannot be read — background is never worth failing a turn.
-    async fn feed_of(&self, job: &TurnJob) -> Vec<FeedSegment> {
-        let on = !job.is_dm
-            && self
-                .config
-                .profile(&job.profile)
-                .is_some_and(|p| self.config.feed_enabled(p, &job.chat_id));
-        if !on {
+    async fn feed_of(&self, job: &TurnJob, session: &SessionRow) -> Vec<FeedSegment> {
+        if !self.feed_on(job) {
             return Vec::new();
         }
-        match self.feed.for_turn(&job.profile, &job.session_key).await {
+        match self.feed.for_turn(&job.profile, session).await {
             Ok(segments) => segments,
             Err(e) => {
                 tracing::warn!(turn_id = %job.turn_id, reason = %e.reason(), "feed segments not read; the turn goes on without them");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Whether the turn's chat has the batched feed on for its profile.
+    fn feed_on(&self, job: &TurnJob) -> bool {
+        !job.is_dm
+            && self
+                .config
+                .profile(&job.profile)
+                .is_some_and(|p| self.config.feed_enabled(p, &job.chat_id))
+    }
+
+    /// The texts of the feed segments an earlier turn read; none when they cannot be
+    /// read (background is never worth failing a turn).
+    async fn feed_read_by(&self, turn_id: &str) -> Vec<String> {
+        match self.feed.read_by(turn_id).await {
+            Ok(segments) => segments.into_iter().map(|s| s.text).collect(),
+            Err(e) => {
+                tracing::warn!(turn_id, reason = %e.reason(), "an earlier turn's feed segments not read; left out of the history");
                 Vec::new()
             }
         }
@@ -583,7 +618,8 @@ fn within_budget(mut earlier: Vec<PastTurn>, max_chars: usize) -> Vec<PastTurn> 
     let mut total = 0usize;
     let mut keep = earlier.len();
     for (i, t) in earlier.iter().enumerate().rev() {
-        total += t.request.chars().count() + t.output.chars().count();
+        let feed: usize = t.feed.iter().map(|f| f.chars().count()).sum();
+        total += feed + t.request.chars().count() + t.output.chars().count();
         if total > max_chars {
             break;
         }
@@ -598,6 +634,7 @@ mod tests {
 
     fn past(request: &str, output: &str) -> PastTurn {
         PastTurn {
+            feed: Vec::new(),
             request: request.into(),
             output: output.into(),
         }

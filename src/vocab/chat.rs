@@ -17,3 +17,10 @@ impl ChatType {
         Self::parse(chat_type).unwrap_or(Self::Group)
     }
 }
+
+/// The chat's own feed key, `chat:<chat_id>`: where the batched feed gathers a chat's
+/// un-mentioned talk when its history scope has no single session, for every session of
+/// the chat to read.
+pub fn chat_feed_key(chat_id: &str) -> String {
+    format!("chat:{chat_id}")
+}

@@ -63,6 +63,8 @@ crate::util::spelled::spelled! {
         InThreadContext,
         /// The topic root, which has its own block.
         TopicRootBlock,
+        /// In a batched-feed segment the same turn is given (the feed carries it).
+        InFeed,
     }
 }
 

@@ -23,6 +23,7 @@ mod fake_card_rules;
 mod fake_longconn;
 mod fake_openapi;
 mod feed;
+mod feed_scope;
 mod full_loop;
 mod hygiene;
 mod inbox;

@@ -58,6 +58,7 @@ fn turn(prompt: &str, earlier: &[(&str, &str)]) -> AgentTurn {
         earlier: earlier
             .iter()
             .map(|(request, output)| PastTurn {
+                feed: Vec::new(),
                 request: request.to_string(),
                 output: output.to_string(),
             })

@@ -40,6 +40,7 @@ fn every_stored_vocabulary_keeps_its_spellings() {
         "chars",
         "in_thread_context",
         "topic_root_block",
+        "in_feed",
     ];
     assert_eq!(Exclusion::SPELLINGS, exclusions);
     assert_eq!(inbox::Outcome::SPELLINGS, ["done", "retry", "failed"]);

@@ -5,7 +5,8 @@ use async_trait::async_trait;
 use super::{dialect::Dialect, store::SqlStore};
 use crate::{
     store::{
-        FeedCounts, FeedItemRow, FeedSegmentRow, FeedStore, PackLimits, SessionFeed, StoreError,
+        FeedCounts, FeedItemRow, FeedSegmentRow, FeedStore, PackLimits, SessionFeed, SharedRead,
+        StoreError,
     },
     util::UnixMs,
 };
@@ -103,6 +104,45 @@ FROM (
     WHERE state IN ('waiting', 'attached', 'read') GROUP BY profile, state
 ) AS c
 GROUP BY profile ORDER BY profile";
+
+/// The chat feed's segments a session has not read, newest first: packed after the
+/// newest it read or was cleared past, not cleared themselves.
+fn shared_unread() -> String {
+    format!(
+        "SELECT {SEGMENT_COLUMNS} FROM feed_segments \
+         WHERE profile = $1 AND session_key = $2 AND state IN ('waiting', 'read') \
+           AND id > COALESCE((SELECT MAX(segment_id) FROM feed_reads \
+                              WHERE profile = $1 AND session_key = $3 AND feed_key = $2), 0) \
+         ORDER BY id DESC LIMIT $4"
+    )
+}
+
+const INSERT_READ: &str = "\
+INSERT INTO feed_reads (segment_id, profile, session_key, feed_key, session_id, turn_id, state, at)
+VALUES ($1, $2, $3, $4, $5, $6, 'read', $7)
+ON CONFLICT DO NOTHING";
+
+/// A chat-feed segment's first reader marks it read (later readers are in
+/// `feed_reads`).
+const FIRST_READ: &str = "\
+UPDATE feed_segments SET state = 'read', read_at = $3, read_by_turn = $2
+WHERE id = $1 AND state = 'waiting'";
+
+fn read_by() -> String {
+    segments(
+        "read_by_turn = $1 OR id IN \
+         (SELECT segment_id FROM feed_reads WHERE turn_id = $1 AND state = 'read')",
+    )
+}
+
+/// What `/new` and `/reset` pass by of the chat's own feed, inside the reset's
+/// transaction: the session is given only segments packed after it ($3 the chat's feed
+/// key, $4 now).
+pub(crate) const CLEAR_CHAT: &str = "\
+INSERT INTO feed_reads (segment_id, profile, session_key, feed_key, session_id, turn_id, state, at)
+SELECT s.id, $1, $2, $3, NULL, NULL, 'cleared', $4 FROM feed_segments s
+WHERE s.id = (SELECT MAX(id) FROM feed_segments WHERE profile = $1 AND session_key = $3)
+ON CONFLICT DO NOTHING";
 
 /// What `/new` and `/reset` clear of a session's feed, inside the reset's transaction.
 pub(crate) const CLEAR: [&str; 2] = [
@@ -287,8 +327,55 @@ impl<DB: Dialect> FeedStore for SqlStore<DB> {
         .await
     }
 
+    async fn shared_unread(
+        &self,
+        profile: &str,
+        feed_key: &str,
+        session_key: &str,
+        limit: i64,
+    ) -> Result<Vec<FeedSegmentRow>, StoreError> {
+        let q = shared_unread();
+        let query = sqlx::query_as(&q)
+            .bind(profile)
+            .bind(feed_key)
+            .bind(session_key)
+            .bind(limit);
+        let mut newest_first: Vec<FeedSegmentRow> = self.fetch(query.fetch_all(&self.pool)).await?;
+        newest_first.reverse();
+        Ok(newest_first)
+    }
+
+    async fn mark_shared_read(&self, read: &SharedRead<'_>) -> Result<(), StoreError> {
+        if read.ids.is_empty() {
+            return Ok(());
+        }
+        self.bounded(async {
+            let mut tx = self.transaction().await?;
+            for id in read.ids {
+                sqlx::query(INSERT_READ)
+                    .bind(*id)
+                    .bind(read.profile)
+                    .bind(read.session_key)
+                    .bind(read.feed_key)
+                    .bind(read.session_id)
+                    .bind(read.turn_id)
+                    .bind(read.now)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(FIRST_READ)
+                    .bind(*id)
+                    .bind(read.turn_id)
+                    .bind(read.now)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await
+        })
+        .await
+    }
+
     async fn read_by(&self, turn_id: &str) -> Result<Vec<FeedSegmentRow>, StoreError> {
-        let q = segments("read_by_turn = $1");
+        let q = read_by();
         self.fetch(sqlx::query_as(&q).bind(turn_id).fetch_all(&self.pool))
             .await
     }

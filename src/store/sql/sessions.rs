@@ -40,7 +40,8 @@ WHERE bot_profile = $1 AND history_scope = $2 AND recalled = FALSE
                      WHERE profile = $1 AND history_scope = $2), 0)";
 
 /// A session's reset inside the open transaction `tx`: its id rotated, its history
-/// scope's pending history cleared, its unsent feed cleared; the session after it,
+/// scope's pending history cleared, its unsent feed cleared (and the chat's own feed
+/// passed by); the session after it,
 /// `None` (nothing changed) when there is no such session.
 pub(crate) async fn reset_within<DB: Dialect>(
     tx: &mut Write<'_, DB>,
@@ -53,7 +54,7 @@ pub(crate) async fn reset_within<DB: Dialect>(
         .bind(r.now)
         .fetch_optional(&mut **tx)
         .await?;
-    if row.is_some() {
+    if let Some(session) = &row {
         sqlx::query(CLEAR_SCOPE)
             .bind(r.profile)
             .bind(r.history_scope)
@@ -67,6 +68,13 @@ pub(crate) async fn reset_within<DB: Dialect>(
                 .execute(&mut **tx)
                 .await?;
         }
+        sqlx::query(feed::CLEAR_CHAT)
+            .bind(r.profile)
+            .bind(r.key)
+            .bind(crate::vocab::chat::chat_feed_key(&session.chat_id))
+            .bind(r.now)
+            .execute(&mut **tx)
+            .await?;
     }
     Ok(row)
 }
