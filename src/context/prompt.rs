@@ -26,6 +26,8 @@ pub struct PromptParts<'a> {
     pub history: &'a [Selected],
     /// The quoted message, already cut to its budget.
     pub quoted: Option<&'a str>,
+    /// Who asked, by name, when known: the request line says it.
+    pub requester: Option<&'a str>,
 }
 
 /// Header lines, in the order they may appear.
@@ -91,7 +93,10 @@ fn lines(items: &[Selected]) -> String {
 /// Assembles the prompt.
 pub fn assemble(p: &PromptParts<'_>) -> String {
     use headers::*;
-    let request = neutralize(p.request);
+    let request = match p.requester {
+        Some(who) => format!("{}: {}", label(who), neutralize(p.request)),
+        None => neutralize(p.request),
+    };
     let mut inner = String::new();
     if let Some(root) = p.topic_root {
         inner.push_str(TOPIC);

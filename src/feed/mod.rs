@@ -47,6 +47,8 @@ pub struct Feed {
     wake: Notify,
     /// One pass at a time: packing and attaching are read-then-write.
     work: tokio::sync::Mutex<()>,
+    /// Senders' names, applied when a segment is rendered.
+    names: Option<Arc<crate::names::Names>>,
 }
 
 impl std::fmt::Debug for Feed {
@@ -73,7 +75,14 @@ impl Feed {
             nudged: Mutex::default(),
             wake: Notify::new(),
             work: tokio::sync::Mutex::new(()),
+            names: None,
         }
+    }
+
+    /// The feed rendering senders by their names.
+    pub fn with_names(mut self, names: Arc<crate::names::Names>) -> Self {
+        self.names = Some(names);
+        self
     }
 
     /// Now, on the feed's clock (what gathered items are stamped with).
@@ -172,6 +181,7 @@ impl Feed {
         let mut out = Vec::new();
         for segment in self.store.attached(profile, session_key).await? {
             let items = self.store.segment_items(segment.id).await?;
+            let items = render::named(self.names.as_deref(), profile, items).await;
             out.push(FeedSegment {
                 segment_id: segment.id,
                 items: items.len(),
@@ -261,6 +271,7 @@ impl Feed {
         {
             if let Some(agent) = self.agents.get(profile) {
                 let items = self.store.segment_items(segment.id).await?;
+                let items = render::named(self.names.as_deref(), profile, items).await;
                 let text = render::segment_text(&items, self.config.feed.segment_chars);
                 let inject = FeedInject {
                     kind: "inject",
