@@ -101,7 +101,9 @@ impl Names {
         ids: &[&str],
     ) -> HashMap<String, String> {
         let mut out = HashMap::new();
-        if !self.config.enabled || !self.clients.contains_key(profile) {
+        // A profile without an app secret cannot call the Open API: its ids stay.
+        let can_call = self.clients.get(profile).is_some_and(|c| c.can_send());
+        if !self.config.enabled || !can_call {
             return out;
         }
         let ids: BTreeSet<String> = ids
@@ -217,7 +219,10 @@ impl Names {
                 () = stop.cancelled() => return,
                 () = self.wake.notified() => {}
             }
-            self.flush().await;
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = self.flush() => {}
+            }
         }
     }
 

@@ -1,0 +1,198 @@
+//! Names of senders and chats, looked up through the (fake) Open API in the background:
+//! a turn never waits for them (the first one shows ids), later turns show the names in
+//! the pending history and the request line, a missing scope leaves ids and shows once
+//! in /status without being asked again, and a name older than its time to live is
+//! looked up again.
+
+use std::{sync::Arc, sync::atomic::Ordering, time::Duration};
+
+use feishu_bridge::util::{ManualClock, UnixMs};
+
+use crate::{
+    both_backends,
+    support::{
+        TestApp, TestDb, config, config_toml,
+        fake_feishu::{FakeFeishu, USERS_PER_CALL, USERS_SCOPE},
+        feishu::Msg,
+    },
+};
+
+/// A bridge sharing the group's history with its agent, against `fake`.
+fn names_config(db: &TestDb, fake: &FakeFeishu, names: &str) -> String {
+    config_toml(
+        db,
+        &format!(
+            "{}thread_isolation = false\n[context]\ngroup_chat_history_share = true\n{names}",
+            fake.profile_keys()
+        ),
+    )
+}
+
+/// The prompt of the turn of `message_id`.
+async fn prompt(app: &TestApp, message_id: &str) -> String {
+    let e = app.explain("planner", message_id, Some(message_id)).await;
+    assert_eq!(e.status, 200, "{}", e.text);
+    e.json["prompt_preview"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+async fn fake_with_people() -> FakeFeishu {
+    let fake = FakeFeishu::planner().await;
+    fake.state.directory.user("ou_alice", "Alice Chen");
+    fake.state.directory.user("ou_bob", "Bob Li");
+    fake
+}
+
+async fn names_in_turns(db: TestDb) {
+    let fake = fake_with_people().await;
+    let mut app = TestApp::spawn(config(&names_config(&db, &fake, ""))).await;
+    app.route(&Msg::group("om_a", "API returns 502")).await;
+    app.route(&Msg::group("om_b", "staging too").by("ou_bob"))
+        .await;
+    // Nothing cached yet: the turn runs at once, with ids.
+    assert_eq!(
+        app.ask(&Msg::group("om_q1", "what broke").at_bot()).await,
+        "answered"
+    );
+    let first = prompt(&app, "om_q1").await;
+    assert!(first.contains("ou_alice: API returns 502"), "{first}");
+    assert!(first.contains("ou_bob: staging too"), "{first}");
+    // The lookup the turn queued, done.
+    app.state.names.flush().await;
+    assert_eq!(app.state.names.pending(), 0);
+    app.route(&Msg::group("om_c", "rollback is done").by("ou_bob"))
+        .await;
+    assert_eq!(
+        app.ask(&Msg::group("om_q2", "and now").at_bot()).await,
+        "answered"
+    );
+    let second = prompt(&app, "om_q2").await;
+    assert!(second.contains("Bob Li: rollback is done"), "{second}");
+    assert!(!second.contains("ou_bob"), "{second}");
+    let request = second.split("[User request]\n").nth(1).unwrap_or_default();
+    assert_eq!(request, "Alice Chen: and now", "{second}");
+    let status = app.get("/status").await;
+    assert_eq!(
+        status.json["names"]["profiles"][0]["cached"], 2,
+        "{}",
+        status.text
+    );
+    assert_eq!(
+        status.json["names"]["profiles"][0]["missing_scopes"],
+        serde_json::json!([])
+    );
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    looked_up_names_label_the_history_and_the_request_line,
+    names_in_turns
+);
+
+async fn missing_scope(db: TestDb) {
+    let fake = fake_with_people().await;
+    fake.state.directory.withhold(USERS_SCOPE);
+    let mut app = TestApp::spawn(config(&names_config(&db, &fake, ""))).await;
+    app.route(&Msg::group("om_a", "hello").by("ou_bob")).await;
+    app.ask(&Msg::group("om_q1", "first").at_bot()).await;
+    app.state.names.flush().await;
+    app.route(&Msg::group("om_b", "again").by("ou_bob")).await;
+    app.ask(&Msg::group("om_q2", "second").at_bot()).await;
+    app.state.names.flush().await;
+    let second = prompt(&app, "om_q2").await;
+    assert!(second.contains("ou_bob: again"), "ids stay: {second}");
+    let calls = fake.state.directory.user_calls.load(Ordering::SeqCst);
+    assert_eq!(
+        calls, 1,
+        "a refused scope is not asked again before its time to live"
+    );
+    let refused = fake.state.refusals.lock().expect("lock").clone();
+    assert!(
+        refused.iter().any(|(_, code)| *code == 99991672),
+        "{refused:?}"
+    );
+    let status = app.get("/status").await;
+    let profile = &status.json["names"]["profiles"][0];
+    assert_eq!(
+        profile["missing_scopes"],
+        serde_json::json!([USERS_SCOPE]),
+        "{}",
+        status.text
+    );
+    let hints = profile["hints"].as_array().cloned().unwrap_or_default();
+    assert_eq!(hints.len(), 1, "{}", status.text);
+    assert!(hints[0].as_str().unwrap_or_default().contains(USERS_SCOPE));
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    a_missing_scope_leaves_ids_and_shows_once_in_status,
+    missing_scope
+);
+
+async fn ttl(db: TestDb) {
+    let fake = fake_with_people().await;
+    let clock = Arc::new(ManualClock::at(UnixMs(1_700_000_000_000)));
+    let text = names_config(&db, &fake, "[names]\nttl_secs = 60\n");
+    let mut app = TestApp::spawn_with_clock(config(&text), clock.clone()).await;
+    let names = app.state.names.clone();
+    assert!(
+        names.users("planner", &["ou_bob"]).await.is_empty(),
+        "nothing cached yet"
+    );
+    names.flush().await;
+    assert_eq!(
+        names.users("planner", &["ou_bob"]).await["ou_bob"],
+        "Bob Li"
+    );
+    names.flush().await;
+    assert_eq!(
+        fake.state.directory.user_calls.load(Ordering::SeqCst),
+        1,
+        "fresh: not asked again"
+    );
+    fake.state.directory.user("ou_bob", "Bob Lee");
+    clock.advance(Duration::from_secs(61));
+    // Stale: still shown while it is looked up again.
+    assert_eq!(
+        names.users("planner", &["ou_bob"]).await["ou_bob"],
+        "Bob Li"
+    );
+    names.flush().await;
+    assert_eq!(fake.state.directory.user_calls.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        names.users("planner", &["ou_bob"]).await["ou_bob"],
+        "Bob Lee"
+    );
+    app.route(&Msg::group("om_a", "renamed").by("ou_bob")).await;
+    app.ask(&Msg::group("om_q", "who").at_bot()).await;
+    assert!(prompt(&app, "om_q").await.contains("Bob Lee: renamed"));
+    app.stop().await.expect("clean stop");
+}
+both_backends!(a_name_older_than_its_time_to_live_is_looked_up_again, ttl);
+
+async fn batches(db: TestDb) {
+    let fake = FakeFeishu::planner().await;
+    let ids: Vec<String> = (0..=USERS_PER_CALL).map(|i| format!("ou_{i:03}")).collect();
+    for id in &ids {
+        fake.state.directory.user(id, &format!("Person {id}"));
+    }
+    let app = TestApp::spawn(config(&names_config(&db, &fake, ""))).await;
+    let asked: Vec<&str> = ids.iter().map(String::as_str).collect();
+    app.state.names.users("planner", &asked).await;
+    app.state.names.flush().await;
+    let known = app.state.names.users("planner", &asked).await;
+    assert_eq!(
+        known.len(),
+        ids.len(),
+        "all found, in calls within Feishu's limit"
+    );
+    assert_eq!(fake.state.directory.user_calls.load(Ordering::SeqCst), 2);
+    let refused = fake.state.refusals.lock().expect("lock").clone();
+    assert!(refused.is_empty(), "{refused:?}");
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    more_users_than_one_call_takes_are_looked_up_in_batches,
+    batches
+);
