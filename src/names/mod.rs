@@ -170,9 +170,10 @@ impl Names {
         ids: &[&str],
     ) -> HashMap<String, String> {
         let known = self.names(profile, kind, ids).await;
-        if known.len() == ids.len() || self.pending() == 0 {
+        if known.len() == ids.len() {
             return known;
         }
+        // After any pass under way, which may hold some of them.
         self.flush().await;
         self.names(profile, kind, ids).await
     }

@@ -2,7 +2,7 @@
 //! a turn never waits for them (the first one shows ids), later turns show the names in
 //! the pending history and the request line, a missing scope leaves ids and shows once
 //! in /status without being asked again, and a name older than its time to live is
-//! looked up again.
+//! looked up again. Feed segments and digests (transcripts and headings) show them too.
 
 use std::{sync::Arc, sync::atomic::Ordering, time::Duration};
 
@@ -13,9 +13,14 @@ use crate::{
     support::{
         TestApp, TestDb, config, config_toml,
         fake_feishu::{FakeFeishu, USERS_PER_CALL, USERS_SCOPE},
+        fake_summarizer::{FakeSummarizer, KEY},
         feishu::Msg,
+        gated_agent::GatedAgent,
     },
 };
+
+/// The session of thread `om_root` in the test group.
+const SESSION: &str = "thread:oc_group:om_root";
 
 /// A bridge sharing the group's history with its agent, against `fake`.
 fn names_config(db: &TestDb, fake: &FakeFeishu, names: &str) -> String {
@@ -196,3 +201,99 @@ both_backends!(
     more_users_than_one_call_takes_are_looked_up_in_batches,
     batches
 );
+
+async fn feed_segments(db: TestDb) {
+    let fake = fake_with_people().await;
+    let mut agent = GatedAgent::start().await;
+    agent.open();
+    let profile = format!("{}{}", fake.profile_keys(), agent.config());
+    let text = format!("{}\n[feed]\nenabled = true\n", config_toml(&db, &profile));
+    let mut app = TestApp::spawn(config(&text)).await;
+    let root = Msg::group("om_root", "a topic").at_bot();
+    assert_eq!(app.ask(&root).await, "answered");
+    assert_eq!(agent.next().await["kind"], "turn");
+    let said = Msg::group("om_w", "the demo moved to Friday").in_thread("om_root");
+    app.route(&said.by("ou_bob")).await;
+    app.state
+        .feed
+        .flush("planner", SESSION)
+        .await
+        .expect("flush");
+    // Attached before the name was known: the agent got the id.
+    let inject = agent.next().await;
+    assert_eq!(inject["kind"], "inject", "{inject}");
+    let injected = inject["text"].as_str().unwrap_or_default();
+    assert!(
+        injected.contains("ou_bob: the demo moved to Friday"),
+        "{injected}"
+    );
+    app.state.names.flush().await;
+    // Named from then on: the next segment the agent gets, and the earlier one as the
+    // feed shows it.
+    let more = Msg::group("om_x", "and the venue too").in_thread("om_root");
+    app.route(&more.by("ou_bob")).await;
+    app.state
+        .feed
+        .flush("planner", SESSION)
+        .await
+        .expect("flush");
+    let inject = agent.next().await;
+    let injected = inject["text"].as_str().unwrap_or_default();
+    assert!(injected.contains("Bob Li: and the venue too"), "{injected}");
+    assert!(!injected.contains("ou_bob"), "{injected}");
+    let path = format!("/feed?profile=planner&session_key={SESSION}");
+    let f = app.get(&path).await;
+    let first = f.json["segments"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        first.contains("Bob Li: the demo moved to Friday"),
+        "{}",
+        f.text
+    );
+    app.stop().await.expect("clean stop");
+}
+both_backends!(feed_segments_show_senders_by_name, feed_segments);
+
+/// Noon on 2026-12-02 UTC.
+fn noon() -> UnixMs {
+    let ts: jiff::Timestamp = "2026-12-02T12:00:00Z".parse().expect("instant");
+    UnixMs(ts.as_millisecond())
+}
+
+async fn digest(db: TestDb) {
+    let fake = fake_with_people().await;
+    fake.state.directory.chat("oc_group", "Launch crew");
+    let summarizer = FakeSummarizer::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let profile = format!("{}thread_isolation = false\n", fake.profile_keys());
+    let text = format!(
+        "{}\n[digest]\nenabled = true\ntimezone = \"UTC\"\ndir = \"{}\"\n\
+         [digest.summarizer]\nbase_url = \"{}\"\nmodel = \"cheap\"\ntimeout_secs = 1\n",
+        config_toml(&db, &profile),
+        dir.path().display(),
+        summarizer.base
+    );
+    let config = feishu_bridge::config::load_from_str(&text, &|k| {
+        (k == "FEISHU_BRIDGE_DIGEST_API_KEY").then(|| KEY.to_string())
+    })
+    .expect("valid");
+    let clock = Arc::new(ManualClock::at(noon()));
+    let mut app = TestApp::spawn_with_clock(config, clock).await;
+    let ask = Msg::group("om_a", "who takes the release notes this time?").at_bot();
+    assert_eq!(app.ask(&ask).await, "answered");
+    let answer = Msg::group("om_b", "I will write them by Thursday").by("ou_bob");
+    app.route(&answer).await;
+    // Nothing was looked up before: the digest looks the names up itself.
+    let (status, body) = crate::digest::run_now(&app).await;
+    assert_eq!(status, 200, "{body}");
+    let transcripts = summarizer.transcripts();
+    assert_eq!(transcripts.len(), 1, "{body}");
+    let t = &transcripts[0];
+    assert!(t.contains("Bob Li: I will write them by Thursday"), "{t}");
+    assert!(t.contains("Alice Chen: who takes the release notes"), "{t}");
+    assert!(!t.contains("ou_"), "{t}");
+    let file = std::fs::read_to_string(dir.path().join("digest/2026-12-02.md")).expect("file");
+    assert!(file.contains("## planner · group:Launch crew\n"), "{file}");
+    assert!(!file.contains("## planner · group:oc_group"), "{file}");
+    app.stop().await.expect("clean stop");
+}
+both_backends!(digests_name_senders_and_chats, digest);
