@@ -98,7 +98,6 @@ mod tests {
     use axum::{Json, Router, extract::RawQuery, routing::get};
     use serde_json::json;
 
-    use super::*;
     use crate::feishu_api::client::tests::{client, open_api, token_ok};
 
     #[tokio::test]
