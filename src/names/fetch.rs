@@ -43,7 +43,11 @@ impl Names {
             };
             for batch in batches {
                 match self.look_up_batch(&client, &profile, kind, &batch).await {
-                    Looked::Found(found) => self.store_found(&profile, kind, found).await,
+                    Looked::Found(found) => {
+                        // Answered: a scope refused before has been granted since.
+                        self.refused.clear(&profile, kind);
+                        self.store_found(&profile, kind, found).await;
+                    }
                     Looked::Refused => {
                         self.refused.refuse(&profile, kind, self.clock.now());
                         break;

@@ -42,6 +42,18 @@ impl Refused {
         }
     }
 
+    /// Forgets a refusal (the scope was granted since).
+    pub(super) fn clear(&self, profile: &str, kind: NameKind) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if map.remove(&(profile.to_string(), kind)).is_some() {
+            tracing::info!(
+                profile,
+                scope = scope(kind),
+                "the scope is granted now: names are looked up again"
+            );
+        }
+    }
+
     /// Whether a refusal of (profile, kind) younger than `ttl_ms` stands.
     pub(super) fn blocks(&self, profile: &str, kind: NameKind, now: UnixMs, ttl_ms: i64) -> bool {
         let map = self.0.lock().unwrap_or_else(|p| p.into_inner());

@@ -297,3 +297,121 @@ async fn digest(db: TestDb) {
     app.stop().await.expect("clean stop");
 }
 both_backends!(digests_name_senders_and_chats, digest);
+
+async fn thread_context(db: TestDb) {
+    let fake = fake_with_people().await;
+    let mut agent = GatedAgent::start().await;
+    agent.open();
+    let profile = format!("{}{}", fake.profile_keys(), agent.config());
+    let text = format!(
+        "{}\n[context]\nshared_thread_enabled = true\n",
+        config_toml(&db, &profile)
+    );
+    let mut app = TestApp::spawn(config(&text)).await;
+    assert_eq!(
+        app.ask(&Msg::group("om_root", "the plan").at_bot()).await,
+        "answered"
+    );
+    agent.next().await;
+    let said = Msg::group("om_t1", "I disagree with step two").in_thread("om_root");
+    app.route(&said.by("ou_bob")).await;
+    let ask = Msg::group("om_q1", "summarize")
+        .in_thread("om_root")
+        .at_bot();
+    assert_eq!(app.ask(&ask).await, "answered");
+    let first = agent.next().await;
+    let labels = |turn: &serde_json::Value| -> Vec<String> {
+        turn["context_items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| i["author_label"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert!(labels(&first).contains(&"ou_bob".to_string()), "{first}");
+    app.state.names.flush().await;
+    let again = Msg::group("om_q2", "and now").in_thread("om_root").at_bot();
+    assert_eq!(app.ask(&again).await, "answered");
+    let second = agent.next().await;
+    assert!(labels(&second).contains(&"Bob Li".to_string()), "{second}");
+    assert!(!labels(&second).contains(&"ou_bob".to_string()), "{second}");
+    assert_eq!(second["sender"]["name"], "Alice Chen");
+    let prompt = second["prompt"].as_str().unwrap_or_default();
+    assert!(
+        prompt.contains("Bob Li: I disagree with step two"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.ends_with("[User request]\nAlice Chen: and now"),
+        "{prompt}"
+    );
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    the_agent_gets_thread_context_labelled_by_name,
+    thread_context
+);
+
+async fn disabled(db: TestDb) {
+    let fake = fake_with_people().await;
+    let mut app = TestApp::spawn(config(&names_config(
+        &db,
+        &fake,
+        "[names]\nenabled = false\n",
+    )))
+    .await;
+    app.route(&Msg::group("om_a", "hello").by("ou_bob")).await;
+    assert_eq!(
+        app.ask(&Msg::group("om_q", "hi").at_bot()).await,
+        "answered"
+    );
+    app.state.names.flush().await;
+    assert!(
+        app.state
+            .names
+            .users("planner", &["ou_bob"])
+            .await
+            .is_empty()
+    );
+    assert!(prompt(&app, "om_q").await.contains("ou_bob: hello"));
+    assert_eq!(fake.state.directory.user_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(app.get("/status").await.json["names"]["enabled"], false);
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    with_names_disabled_ids_are_shown_and_nothing_is_asked,
+    disabled
+);
+
+async fn granted_later(db: TestDb) {
+    let fake = fake_with_people().await;
+    fake.state.directory.withhold(USERS_SCOPE);
+    let clock = Arc::new(ManualClock::at(UnixMs(1_700_000_000_000)));
+    let text = names_config(&db, &fake, "[names]\nttl_secs = 60\n");
+    let app = TestApp::spawn_with_clock(config(&text), clock.clone()).await;
+    let names = app.state.names.clone();
+    names.users("planner", &["ou_bob"]).await;
+    names.flush().await;
+    let missing = |s: &serde_json::Value| s["names"]["profiles"][0]["missing_scopes"].clone();
+    assert_eq!(
+        missing(&app.get("/status").await.json),
+        serde_json::json!([USERS_SCOPE])
+    );
+    fake.state.directory.withheld.lock().expect("lock").clear();
+    clock.advance(Duration::from_secs(61));
+    names.users("planner", &["ou_bob"]).await;
+    names.flush().await;
+    assert_eq!(
+        names.users("planner", &["ou_bob"]).await["ou_bob"],
+        "Bob Li"
+    );
+    assert_eq!(
+        missing(&app.get("/status").await.json),
+        serde_json::json!([])
+    );
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    a_scope_granted_later_is_used_once_the_refusal_has_aged,
+    granted_later
+);
