@@ -12,7 +12,7 @@ use crate::{
     both_backends,
     support::{
         TestApp, TestDb, config, config_toml,
-        fake_feishu::{FakeFeishu, USERS_PER_CALL, USERS_SCOPE},
+        fake_feishu::{CHATS_SCOPE, FakeFeishu, USERS_PER_CALL, USERS_SCOPE},
         fake_summarizer::{FakeSummarizer, KEY},
         feishu::Msg,
         gated_agent::GatedAgent,
@@ -415,3 +415,40 @@ both_backends!(
     a_scope_granted_later_is_used_once_the_refusal_has_aged,
     granted_later
 );
+
+/// The code of the fake's answer to `request`.
+async fn code_of(request: reqwest::RequestBuilder) -> i64 {
+    let answer: serde_json::Value = request
+        .send()
+        .await
+        .expect("answered")
+        .json()
+        .await
+        .expect("JSON");
+    answer["code"].as_i64().unwrap_or(-1)
+}
+
+#[tokio::test]
+async fn the_fake_directory_refuses_what_feishu_refuses() {
+    let api = crate::fake_openapi::Api::new().await;
+    let users = |n: usize| {
+        let ids: Vec<(&str, String)> = (0..n).map(|i| ("user_ids", format!("ou_{i}"))).collect();
+        api.request(reqwest::Method::GET, "/open-apis/contact/v3/users/batch")
+            .query(&[("user_id_type", "open_id")])
+            .query(&ids)
+    };
+    assert_eq!(code_of(users(USERS_PER_CALL)).await, 0);
+    assert_eq!(
+        code_of(users(USERS_PER_CALL + 1)).await,
+        99992402,
+        "over the limit"
+    );
+    let chat = || api.request(reqwest::Method::GET, "/open-apis/im/v1/chats/oc_1");
+    assert_eq!(code_of(chat()).await, 232011, "a chat the bot is not in");
+    api.fake.state.directory.chat("oc_1", "Launch crew");
+    assert_eq!(code_of(chat()).await, 0);
+    api.fake.state.directory.withhold(CHATS_SCOPE);
+    api.fake.state.directory.withhold(USERS_SCOPE);
+    assert_eq!(code_of(chat()).await, 99991672);
+    assert_eq!(code_of(users(1)).await, 99991672);
+}

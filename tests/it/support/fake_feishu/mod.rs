@@ -37,7 +37,7 @@ use axum::{
     Router,
     routing::{get, patch, post, put},
 };
-pub use directory::{Directory, USERS_PER_CALL, USERS_SCOPE};
+pub use directory::{CHATS_SCOPE, Directory, USERS_PER_CALL, USERS_SCOPE};
 pub use entities::{CardEntity, CardOp};
 pub use gate::{Refusal, Storm};
 pub use limits::{
