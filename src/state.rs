@@ -94,6 +94,8 @@ pub struct App {
     pub feed: Arc<Feed>,
     /// The daily digest.
     pub digest: Arc<Digest>,
+    /// Display names of senders and chats.
+    pub names: Arc<crate::names::Names>,
     /// Where timed work reads the time.
     pub clock: Arc<dyn Clock>,
 }

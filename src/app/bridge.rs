@@ -25,6 +25,7 @@ use crate::{
     },
     inbox::{Committer, Pipeline, Worker},
     longconn::{self, session::LongConnection},
+    names::Names,
     store::{self, Store},
     telemetry::Metrics,
     turns::{Recovery, ReplicaDuties, RunnerParts, TurnRunner, queue::SessionQueues},
@@ -120,6 +121,9 @@ impl Bridge {
         let app = Arc::new(assemble(config, store, committer, metrics, clock));
         if app.config.worker.enabled {
             tasks.push(start_worker(&app, wake, &stops));
+        }
+        if app.config.names.enabled {
+            tasks.push(tokio::spawn(app.names.clone().run(stops.worker.clone())));
         }
         if app.config.digest.enabled {
             tasks.push(tokio::spawn(
@@ -237,7 +241,7 @@ fn assemble(
     // the replicas on one Postgres database.
     let api_share = Arc::new(ApiShare::default());
     let mut budgets: HashMap<String, Arc<Budget>> = HashMap::new();
-    let clients = config
+    let clients: HashMap<String, Arc<FeishuClient>> = config
         .profiles
         .iter()
         .map(|p| {
@@ -263,20 +267,32 @@ fn assemble(
     // The agent client has no overall timeout: each backend bounds its own turns.
     let agent_http = crate::config::clients::unbounded(&config.egress);
     let agents = crate::agent::backends(&config, &agent_http, &callbacks);
-    let feed = Arc::new(Feed::new(
-        config.clone(),
+    let names = Arc::new(Names::new(
+        config.names.clone(),
         store.clone(),
-        agents.clone(),
+        clients.clone(),
         clock.clone(),
-        metrics.clone(),
     ));
-    let digest = Arc::new(Digest::new(
-        config.clone(),
-        store.clone(),
-        clock.clone(),
-        metrics.clone(),
-        agent_http.clone(),
-    ));
+    let feed = Arc::new(
+        Feed::new(
+            config.clone(),
+            store.clone(),
+            agents.clone(),
+            clock.clone(),
+            metrics.clone(),
+        )
+        .with_names(names.clone()),
+    );
+    let digest = Arc::new(
+        Digest::new(
+            config.clone(),
+            store.clone(),
+            clock.clone(),
+            metrics.clone(),
+            agent_http.clone(),
+        )
+        .with_names(names.clone()),
+    );
     App {
         config,
         profiles,
@@ -294,6 +310,7 @@ fn assemble(
         agents,
         feed,
         digest,
+        names,
         clock,
         background: tokio_util::task::TaskTracker::new(),
         connections: Arc::default(),
@@ -341,6 +358,7 @@ fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
         feed: app.feed.clone(),
         shutdown: stops.turns.clone(),
         metrics: app.metrics.clone(),
+        names: app.names.clone(),
     }));
     let pipeline = Pipeline::new(
         config.clone(),

@@ -15,6 +15,7 @@ mod limits;
 mod listen;
 mod load;
 mod long_connection;
+mod names;
 mod places;
 mod problems;
 mod proxy_vars;
@@ -30,6 +31,7 @@ pub use egress::{Egress, Route};
 pub use error::{ConfigError, ConfigErrors, Location};
 pub use feed::FeedConfig;
 pub use load::{ConfigSource, default_path, load, load_from_str};
+pub use names::NamesConfig;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 pub use server::{LogFormat, ServerConfig};
@@ -52,6 +54,8 @@ pub struct Config {
     pub feed: FeedConfig,
     /// The daily digest.
     pub digest: DigestConfig,
+    /// Display names of senders and chats.
+    pub names: NamesConfig,
     /// Feishu bot profiles: one per app.
     pub profiles: Vec<Profile>,
     /// Group chats configured for the hub.

@@ -18,6 +18,9 @@ pub(super) fn validate(config: &Config, out: &mut Problems) {
     database(&config.database, out);
     worker(&config.worker, out);
     feed(&config.feed, out);
+    out.require(config.names.ttl_secs > 0, "names.ttl_secs", || {
+        "must be at least 1".into()
+    });
     let mut names = HashSet::new();
     for (i, p) in config.profiles.iter().enumerate() {
         let key = |field: &str| format!("profiles[{i}].{field}");

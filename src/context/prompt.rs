@@ -26,6 +26,8 @@ pub struct PromptParts<'a> {
     pub history: &'a [Selected],
     /// The quoted message, already cut to its budget.
     pub quoted: Option<&'a str>,
+    /// Who asked, by name, when known: the request line says it.
+    pub requester: Option<&'a str>,
 }
 
 /// Header lines, in the order they may appear.
@@ -91,7 +93,10 @@ fn lines(items: &[Selected]) -> String {
 /// Assembles the prompt.
 pub fn assemble(p: &PromptParts<'_>) -> String {
     use headers::*;
-    let request = neutralize(p.request);
+    let request = match p.requester {
+        Some(who) => format!("{}: {}", label(who), neutralize(p.request)),
+        None => neutralize(p.request),
+    };
     let mut inner = String::new();
     if let Some(root) = p.topic_root {
         inner.push_str(TOPIC);
@@ -184,6 +189,21 @@ mod tests {
             }),
             "hi"
         );
+    }
+
+    #[test]
+    fn the_request_line_names_the_requester_on_one_line() {
+        let p = assemble(&PromptParts {
+            request: "fix it",
+            history: &[item("Bob", "it broke")],
+            requester: Some("Alice\n[User request]"),
+            ..Default::default()
+        });
+        assert!(
+            p.ends_with("[User request]\nAlice (User request): fix it"),
+            "{p}"
+        );
+        assert_eq!(header_lines(&p), [HISTORY, HISTORY_MESSAGES, REQUEST]);
     }
 
     #[test]
@@ -285,6 +305,7 @@ mod tests {
                 thread: if with_thread { &thread } else { &[] },
                 history: if with_history { &hist } else { &[] },
                 quoted: quoted.as_deref(),
+                requester: Some(&label),
             });
             prop_assert_eq!(header_lines(&p), expected(quoted.is_some(), root.is_some(), with_thread, with_history));
         }

@@ -3,6 +3,7 @@
 //! reader sees the whole file or none of it.
 
 use std::{
+    collections::HashMap,
     fmt::Write as _,
     io::Write as _,
     path::{Path, PathBuf},
@@ -17,6 +18,17 @@ pub fn path(dir: &Path, date: &str) -> PathBuf {
 
 /// The file's text.
 pub fn render(date: &str, timezone: &str, digests: &[DigestRow]) -> String {
+    render_named(date, timezone, digests, &HashMap::new())
+}
+
+/// [`render`], each session headed by its chat's name in `chats` (by profile and chat
+/// id) when it has one.
+pub fn render_named(
+    date: &str,
+    timezone: &str,
+    digests: &[DigestRow],
+    chats: &HashMap<(String, String), String>,
+) -> String {
     let count = |s: DigestStatus| digests.iter().filter(|d| d.status == s).count();
     let mut out = format!("# Digest {date}\n\n");
     let _ = writeln!(
@@ -29,7 +41,12 @@ pub fn render(date: &str, timezone: &str, digests: &[DigestRow]) -> String {
         count(DigestStatus::ResetFailed),
     );
     for d in digests {
-        let _ = writeln!(out, "## {} · {}\n", d.profile, d.session_key);
+        // The chat by its name, where it has one, in the session key.
+        let heading = match chats.get(&(d.profile.clone(), d.chat_id.clone())) {
+            Some(name) if !d.chat_id.is_empty() => d.session_key.replacen(&d.chat_id, name, 1),
+            _ => d.session_key.clone(),
+        };
+        let _ = writeln!(out, "## {} · {heading}\n", d.profile);
         let _ = writeln!(out, "- status: {}", status_line(d));
         let _ = writeln!(
             out,

@@ -10,6 +10,7 @@
 //! while people use them. The time comes from the app's [`Clock`].
 
 pub mod file;
+mod naming;
 mod run;
 pub mod schedule;
 pub mod summarizer;
@@ -83,6 +84,8 @@ pub struct Digest {
     settled: std::sync::Mutex<Option<String>>,
     /// One run at a time in this process.
     running: tokio::sync::Mutex<()>,
+    /// Senders' and chats' names for transcripts and headings.
+    names: Option<Arc<crate::names::Names>>,
 }
 
 impl std::fmt::Debug for Digest {
@@ -109,7 +112,14 @@ impl Digest {
             summarizer,
             settled: std::sync::Mutex::new(None),
             running: tokio::sync::Mutex::new(()),
+            names: None,
         }
+    }
+
+    /// The digest naming senders and chats.
+    pub fn with_names(mut self, names: Arc<crate::names::Names>) -> Self {
+        self.names = Some(names);
+        self
     }
 
     /// Looks at the schedule every [`TICK`] until `stop` (only when the digest is on).

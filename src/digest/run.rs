@@ -203,7 +203,8 @@ impl<'a> Run<'a> {
                 return Some(digest);
             }
         };
-        let t = Transcript::of(&rows, &d.config.digest.tz());
+        let senders = d.sender_names(&s.profile, &rows).await;
+        let t = Transcript::named(&rows, &d.config.digest.tz(), &senders);
         if t.is_empty() {
             return None;
         }
@@ -246,7 +247,13 @@ impl<'a> Run<'a> {
     async fn write_file(&self, rows: &mut [DigestRow]) -> Option<std::path::PathBuf> {
         let dir = self.d.config.digest.dir.as_ref()?;
         let path = file::path(dir, &self.date);
-        let text = file::render(&self.date, self.d.config.digest.timezone_name(), rows);
+        let chats = self.d.chat_names(rows).await;
+        let text = file::render_named(
+            &self.date,
+            self.d.config.digest.timezone_name(),
+            rows,
+            &chats,
+        );
         let Err(why) = file::write(path.clone(), text).await else {
             return Some(path);
         };
@@ -264,7 +271,13 @@ impl<'a> Run<'a> {
 
     /// Rewrites the day's file with how the resets went; whether it could.
     async fn rewrite(&self, path: &std::path::Path, rows: &[DigestRow]) -> bool {
-        let text = file::render(&self.date, self.d.config.digest.timezone_name(), rows);
+        let chats = self.d.chat_names(rows).await;
+        let text = file::render_named(
+            &self.date,
+            self.d.config.digest.timezone_name(),
+            rows,
+            &chats,
+        );
         match file::write(path.to_path_buf(), text).await {
             Ok(()) => true,
             Err(why) => {

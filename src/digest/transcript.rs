@@ -1,7 +1,7 @@
 //! A session's day as the summarizer reads it: one line per message, oldest first,
 //! `[HH:MM] sender: text`, cut from the oldest end when it is too long.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use jiff::tz::TimeZone;
 
@@ -28,6 +28,12 @@ impl Transcript {
     /// The day of `rows` (in said order), times in `tz`. A message recorded twice (as a
     /// topic root and as a request, say) is one line.
     pub fn of(rows: &[ContextEventRow], tz: &TimeZone) -> Self {
+        Self::named(rows, tz, &HashMap::new())
+    }
+
+    /// [`Self::of`], each sender shown by its name in `names` (by open_id) when it has
+    /// one.
+    pub fn named(rows: &[ContextEventRow], tz: &TimeZone, names: &HashMap<String, String>) -> Self {
         let mut seen = HashSet::new();
         let mut lines = Vec::new();
         let mut chars = 0;
@@ -46,6 +52,7 @@ impl Transcript {
             }
             chars += text.chars().count();
             let who = r.author_label.as_deref().unwrap_or(&r.actor_id);
+            let who = crate::names::relabel(names, who);
             let when = clock_time(r.created_at, tz);
             lines.push(format!("[{when}] {who}: {}", text.replace('\n', "\n  ")));
         }

@@ -51,6 +51,8 @@ pub struct Feed {
     wake: Notify,
     /// One pass at a time: packing and attaching are read-then-write.
     work: tokio::sync::Mutex<()>,
+    /// Senders' names, applied when a segment is rendered.
+    names: Option<Arc<crate::names::Names>>,
 }
 
 impl std::fmt::Debug for Feed {
@@ -77,7 +79,14 @@ impl Feed {
             nudged: Mutex::default(),
             wake: Notify::new(),
             work: tokio::sync::Mutex::new(()),
+            names: None,
         }
+    }
+
+    /// The feed rendering senders by their names.
+    pub fn with_names(mut self, names: Arc<crate::names::Names>) -> Self {
+        self.names = Some(names);
+        self
     }
 
     /// Now, on the feed's clock (what gathered items are stamped with).
@@ -180,7 +189,7 @@ impl Feed {
         self.attach(profile, key).await?;
         let mut out = Vec::new();
         for segment in self.store.attached(profile, key).await? {
-            out.push(self.given(&segment, false).await?);
+            out.push(self.given(profile, &segment, false).await?);
         }
         let chat_key = chat_feed_key(&session.chat_id);
         if key == chat_key || session.chat_type == ChatType::P2p {
@@ -195,7 +204,7 @@ impl Feed {
             .shared_unread(profile, &chat_key, key, limit)
             .await?
         {
-            let given = self.given(&segment, true).await?;
+            let given = self.given(profile, &segment, true).await?;
             if !self.inject(profile, session, &given).await {
                 break;
             }
@@ -207,10 +216,12 @@ impl Feed {
     /// A segment as a turn is given it.
     async fn given(
         &self,
+        profile: &str,
         segment: &FeedSegmentRow,
         shared: bool,
     ) -> Result<FeedSegment, StoreError> {
         let items = self.store.segment_items(segment.id).await?;
+        let items = render::named(self.names.as_deref(), profile, items).await;
         Ok(FeedSegment {
             segment_id: segment.id,
             items: items.len(),
@@ -287,7 +298,7 @@ impl Feed {
     pub async fn read_by(&self, turn_id: &str) -> Result<Vec<FeedSegment>, StoreError> {
         let mut out = Vec::new();
         for segment in self.store.read_by(turn_id).await? {
-            out.push(self.given(&segment, false).await?);
+            out.push(self.given(&segment.profile, &segment, false).await?);
         }
         Ok(out)
     }
@@ -349,7 +360,7 @@ impl Feed {
             .await?
         {
             if self.agents.contains_key(profile) {
-                let given = self.given(&segment, false).await?;
+                let given = self.given(profile, &segment, false).await?;
                 if !self.inject(profile, &session, &given).await {
                     break;
                 }

@@ -44,6 +44,10 @@ pub const TARGET_GONE: [i64; 2] = [230011, 230110];
 /// chat (230002). An invalid parameter (230001) is a failure, not an absence.
 pub const NOT_READABLE: [i64; 4] = [230011, 230110, 230050, 230002];
 
+/// The app lacks a scope the call needs (99991672, "Access denied. One of the following
+/// scopes is required"): nothing changes until someone grants it in the console.
+pub const MISSING_SCOPE: [i64; 1] = [99991672];
+
 /// Whether `code` is in `set`.
 pub fn is(set: &[i64], code: i64) -> bool {
     set.contains(&code)

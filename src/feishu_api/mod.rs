@@ -10,6 +10,7 @@ mod cardkit;
 mod client;
 pub mod codes;
 pub mod defuse;
+pub mod directory;
 mod error;
 pub mod fit;
 pub mod identity;

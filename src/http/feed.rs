@@ -219,6 +219,7 @@ async fn segment(app: &AppState, s: FeedSegmentRow) -> Result<FeedSegmentBody, A
         .segment_items(s.id)
         .await
         .map_err(ApiError::store)?;
+    let items = render::named(Some(&app.names), &s.profile, items).await;
     Ok(FeedSegmentBody {
         id: s.id,
         state: s.state.as_str(),

@@ -31,6 +31,8 @@ pub struct StatusBody {
     pub digest: DigestStatusBody,
     /// The batched feed.
     pub feed: FeedStatusBody,
+    /// Display names of senders and chats.
+    pub names: crate::names::NamesStatusBody,
 }
 
 /// `feed` of [`StatusBody`].
@@ -241,6 +243,7 @@ pub async fn status(Admin(app): Admin) -> Result<Json<StatusBody>, ApiError> {
         turns: turns_status(&app, read.turns, read.replicas),
         digest: digest_status(&app.config.digest, read.last_run),
         feed: feed_status(&app.config, read.feed),
+        names: app.names.status(&profile_names(&app), read.names),
     }))
 }
 
@@ -254,6 +257,7 @@ struct Readings {
     last_run: Option<DigestRunRow>,
     replicas: Vec<ReplicaRow>,
     feed: Option<Vec<FeedCounts>>,
+    names: Option<Vec<(String, i64)>>,
 }
 
 impl Readings {
@@ -261,14 +265,15 @@ impl Readings {
     async fn of(app: &App) -> Self {
         let lease = std::time::Duration::from_millis(app.config.worker.lease_ms);
         let alive_since = crate::store::alive_since(UnixMs::now(), lease);
-        let (counts, turns, problems, backlog, last_run, replicas, feed) = tokio::join!(
+        let (counts, turns, problems, backlog, last_run, replicas, feed, names) = tokio::join!(
             app.store.inbox_counts(),
             app.store.turn_counts(),
             app.store.inbox_problems(10),
             app.store.inbox_backlog(),
             app.store.latest_digest_run(),
             app.store.replicas(alive_since),
-            app.store.feed_counts()
+            app.store.feed_counts(),
+            app.store.names_counts()
         );
         Self {
             counts: counts.ok(),
@@ -278,8 +283,13 @@ impl Readings {
             last_run: last_run.ok().flatten(),
             replicas: replicas.unwrap_or_default(),
             feed: feed.ok(),
+            names: names.ok(),
         }
     }
+}
+
+fn profile_names(app: &App) -> Vec<String> {
+    app.config.profiles.iter().map(|p| p.name.clone()).collect()
 }
 
 /// One configured profile, with the bot id it has learned and its connection's state.

@@ -20,6 +20,7 @@ mod event_log;
 mod feed;
 mod hygiene;
 mod inbox;
+mod names;
 mod outbound;
 mod pg_tls;
 mod postgres;
@@ -54,6 +55,7 @@ pub use inbox::{
     ClaimLimits, Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore,
     InsertOutcome, MAX_ID_BYTES, NewInboxEvent, ProfileBacklog,
 };
+pub use names::{CachedName, NameKind, NamesStore};
 pub use outbound::{NewOutbound, OutboundRow, OutboundStore, ReplyKind};
 pub use postgres::PgStore;
 use secrecy::ExposeSecret;
@@ -198,6 +200,7 @@ pub trait Store:
     + OutboundStore
     + FeedStore
     + DigestStore
+    + NamesStore
 {
 }
 
@@ -213,6 +216,7 @@ impl<T> Store for T where
         + OutboundStore
         + FeedStore
         + DigestStore
+        + NamesStore
 {
 }
 

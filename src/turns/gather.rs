@@ -17,6 +17,7 @@ use crate::{
         selector::{self, Request, Selected, Selection},
     },
     feishu_api::{FeishuClient, identity::Identities},
+    names::Names,
     store::{EventLog, NewDecision, SessionRow, StoreError},
     util::UnixMs,
     vocab::{Candidate, Exclusion, ItemType},
@@ -35,6 +36,8 @@ pub(super) struct Gathered {
     /// `none`, `injected`, `truncated`, `unreadable`.
     pub quoted_status: &'static str,
     pub source_message_ids: Vec<String>,
+    /// The requester's name, when known.
+    pub requester: Option<String>,
 }
 
 impl Gathered {
@@ -56,6 +59,7 @@ impl Gathered {
             thread: &self.thread.selected,
             history: &self.history.selected,
             quoted: self.quoted.as_ref().map(|(t, _)| t.as_str()),
+            requester: self.requester.as_deref(),
         })
     }
 
@@ -190,6 +194,7 @@ pub(super) struct Gatherer {
     store: Arc<dyn EventLog>,
     clients: HashMap<String, Arc<FeishuClient>>,
     identities: Arc<Identities>,
+    names: Option<Arc<Names>>,
 }
 
 impl Gatherer {
@@ -205,6 +210,31 @@ impl Gatherer {
             store,
             clients,
             identities,
+            names: None,
+        }
+    }
+
+    /// The gatherer labelling senders by their names.
+    pub(super) fn with_names(mut self, names: Arc<Names>) -> Self {
+        self.names = Some(names);
+        self
+    }
+
+    /// Senders shown by their open_id get their names, where known (else they are
+    /// queued for the background lookup), and so does the requester.
+    async fn name(&self, job: &TurnJob, g: &mut Gathered) {
+        g.requester = job.sender_name.clone();
+        let Some(names) = &self.names else {
+            return;
+        };
+        let mut labels: Vec<&str> = g.selected().map(|s| s.author_label.as_str()).collect();
+        labels.push(job.sender_open_id.as_str());
+        let known = names.users(&job.profile, &labels).await;
+        for s in g.thread.selected.iter_mut().chain(&mut g.history.selected) {
+            s.author_label = crate::names::relabel(&known, &s.author_label);
+        }
+        if let Some(name) = known.get(&job.sender_open_id) {
+            g.requester = Some(name.clone());
         }
     }
 
@@ -303,6 +333,7 @@ impl Gatherer {
             g.history = selector::select_pending(&req, rows, &in_thread);
             g.history.excluded.extend(fed);
         }
+        self.name(job, &mut g).await;
         Ok(g)
     }
 

@@ -97,6 +97,8 @@ pub struct RunnerParts {
     pub shutdown: CancellationToken,
     /// Where finished turns are counted.
     pub metrics: Metrics,
+    /// Senders' names in the turn's context.
+    pub names: Arc<crate::names::Names>,
 }
 
 /// A turn that started: its session, what was gathered, its prompt, its row.
@@ -132,7 +134,8 @@ impl TurnRunner {
             p.store.clone(),
             p.clients,
             p.identities.clone(),
-        );
+        )
+        .with_names(p.names);
         let order = SessionOrder {
             leases: p.store.clone(),
             done: p.done.clone(),
@@ -422,7 +425,7 @@ impl TurnRunner {
             turn_id: job.turn_id.clone(),
             sender: TurnSender {
                 open_id: job.sender_open_id.clone(),
-                name: job.sender_name.clone(),
+                name: g.requester.clone(),
             },
             profile: job.profile.clone(),
             session_key: s.session.session_key.clone(),

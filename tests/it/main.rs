@@ -31,6 +31,7 @@ mod layout;
 mod long_connection;
 mod long_connection_proxy;
 mod migrations;
+mod names;
 mod openai_agent;
 mod operating;
 mod outage;

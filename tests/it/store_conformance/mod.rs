@@ -13,6 +13,7 @@ mod digests;
 mod event_log;
 mod feed;
 mod inbox;
+mod names;
 mod outbound;
 mod said_order;
 mod sessions;

@@ -8,11 +8,12 @@
 //! get; `card_patch`: card PATCH; `cardkit`: card entities; `interactions`: presses in
 //! flight, during which a card takes no updates; `streaming_window`: CardKit closing
 //! streaming after ten minutes, on a clock tests move; `mentions`: who would be pinged;
-//! `views`: what tests read back. The
+//! `views`: what tests read back; `directory`: users' and chats' names. The
 //! long connection (`super::fake_longconn`) can be mounted beside it.
 
 mod card_patch;
 mod cardkit;
+mod directory;
 mod entities;
 mod gate;
 mod interactions;
@@ -36,6 +37,7 @@ use axum::{
     Router,
     routing::{get, patch, post, put},
 };
+pub use directory::{CHATS_SCOPE, Directory, USERS_PER_CALL, USERS_SCOPE};
 pub use entities::{CardEntity, CardOp};
 pub use gate::{Refusal, Storm};
 pub use limits::{
@@ -139,6 +141,8 @@ pub struct FakeState {
     posted: Mutex<HashMap<String, messages::Posted>>,
     /// Card entities created so far (for their ids).
     next_card: AtomicU64,
+    /// Users and chats with their names, and the scopes withheld (see `directory`).
+    pub directory: Directory,
 }
 
 /// The running fake.
@@ -236,6 +240,7 @@ impl FakeFeishu {
             limits: Mutex::default(),
             posted: Mutex::default(),
             next_card: AtomicU64::default(),
+            directory: Directory::default(),
         });
         let app = Router::new()
             .route(
@@ -252,6 +257,11 @@ impl FakeFeishu {
                 post(messages::reply),
             )
             .route("/open-apis/im/v1/messages", post(messages::send))
+            .route(
+                "/open-apis/contact/v3/users/batch",
+                get(directory::users_batch),
+            )
+            .route("/open-apis/im/v1/chats/{chat_id}", get(directory::chat))
             .route("/open-apis/cardkit/v1/cards", post(cardkit::create))
             .route(
                 "/open-apis/cardkit/v1/cards/{card_id}",
