@@ -237,7 +237,7 @@ fn assemble(
     // the replicas on one Postgres database.
     let api_share = Arc::new(ApiShare::default());
     let mut budgets: HashMap<String, Arc<Budget>> = HashMap::new();
-    let clients = config
+    let clients: HashMap<String, Arc<FeishuClient>> = config
         .profiles
         .iter()
         .map(|p| {
@@ -276,7 +276,8 @@ fn assemble(
         clock.clone(),
         metrics.clone(),
         agent_http.clone(),
-    ));
+    )
+    .with_clients(clients.clone()));
     App {
         config,
         profiles,
