@@ -270,14 +270,16 @@ fn assemble(
         clock.clone(),
         metrics.clone(),
     ));
-    let digest = Arc::new(Digest::new(
-        config.clone(),
-        store.clone(),
-        clock.clone(),
-        metrics.clone(),
-        agent_http.clone(),
-    )
-    .with_clients(clients.clone()));
+    let digest = Arc::new(
+        Digest::new(
+            config.clone(),
+            store.clone(),
+            clock.clone(),
+            metrics.clone(),
+            agent_http.clone(),
+        )
+        .with_clients(clients.clone()),
+    );
     App {
         config,
         profiles,

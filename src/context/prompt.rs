@@ -243,14 +243,23 @@ mod tests {
             header_lines(&p)[..4],
             [EARLIER, EARLIER_SUMMARY, TOPIC, TOPIC_ROOT]
         );
-        assert!(p.starts_with("[Earlier in this chat]\nEarlier in this chat: "), "{p}");
-        assert!(p.contains("[Summary]\nThey agreed on canvas.\n[Feishu Topic]"), "{p}");
+        assert!(
+            p.starts_with("[Earlier in this chat]\nEarlier in this chat: "),
+            "{p}"
+        );
+        assert!(
+            p.contains("[Summary]\nThey agreed on canvas.\n[Feishu Topic]"),
+            "{p}"
+        );
         let alone = assemble(&PromptParts {
             request: "go on",
             carried: Some("They agreed."),
             ..Default::default()
         });
-        assert!(alone.ends_with("They agreed.\n[User request]\ngo on"), "{alone}");
+        assert!(
+            alone.ends_with("They agreed.\n[User request]\ngo on"),
+            "{alone}"
+        );
     }
 
     #[test]

@@ -179,7 +179,10 @@ mod tests {
     #[test]
     fn a_share_too_small_leaves_it_out_visibly() {
         let c = CarryOver::of(digest("They agreed on the lake."), MIN_CHARS - 1);
-        assert_eq!((c.status, c.text(), c.digest_id), ("over_budget", None, Some(7)));
+        assert_eq!(
+            (c.status, c.text(), c.digest_id),
+            ("over_budget", None, Some(7))
+        );
         assert!(c.item().is_none());
         assert_eq!(CarryOver::of(None, 6_000).status, "none");
     }

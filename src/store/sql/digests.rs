@@ -6,8 +6,9 @@ use async_trait::async_trait;
 use super::{dialect::Dialect, event_log::select_events, sessions::reset_within, store::SqlStore};
 use crate::{
     store::{
-        CarriedDigest, ContextEventRow, DigestPostMark, DigestPostRow, DigestReason, DigestReset, DigestRow, DigestRunEnd, DigestRunRow,
-        DigestStatus, DigestStore, NewDigest, NewDigestRun, StoreError, TranscriptQuery,
+        CarriedDigest, ContextEventRow, DigestPostMark, DigestPostRow, DigestReason, DigestReset,
+        DigestRow, DigestRunEnd, DigestRunRow, DigestStatus, DigestStore, NewDigest, NewDigestRun,
+        StoreError, TranscriptQuery,
     },
     util::UnixMs,
 };
