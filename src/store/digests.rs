@@ -171,6 +171,9 @@ pub struct CarriedDigest {
     /// The local date of the digest.
     pub date: String,
     pub summary: String,
+    /// The first turn of the new session that succeeded (it was given the summary, which
+    /// is in the session's history since); `None` while no turn has.
+    pub first_turn: Option<String>,
 }
 
 /// Where posting a digest stands, as stored.
@@ -263,8 +266,9 @@ pub trait DigestStore: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
     /// A date's digests, by profile and session key.
     async fn digests_of(&self, date: &str) -> Result<Vec<DigestRow>, StoreError>;
-    /// The digest that reset the session `key` into its current session id, with a
-    /// summary, while no turn of that session id has succeeded: what its next turn carries.
+    /// The digest with a summary that reset the session `key` into its current session
+    /// id, and the first turn of that id that succeeded (while none has, the next turn
+    /// carries the summary).
     async fn carried_digest(
         &self,
         profile: &str,

@@ -1,12 +1,14 @@
 //! Carrying the daily digest over: the first turn of a session the digest reset is
 //! given the digest's summary first ("Earlier in this chat"), counted against the
 //! context budget. It is given until a turn of the new session succeeds; after that the
-//! agent's own session history holds it.
+//! session's history holds it: the later turns' replay of that first turn (backends that
+//! are handed the earlier turns, such as `openai`) carries the summary with its request.
 
 use serde_json::{Value, json};
 
 use crate::{
     context::{
+        prompt::{self, PromptParts},
         report::{SelectedItem, preview},
         selector,
     },
@@ -29,12 +31,24 @@ pub struct Carried {
     pub truncated: bool,
 }
 
+/// The summary a session's first turn was given, which the replay of that turn carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replay {
+    /// The session's first turn that succeeded.
+    pub turn_id: String,
+    /// The summary, cut to its share.
+    pub text: String,
+}
+
 /// What became of the carry-over for one turn.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CarryOver {
     /// Given to the turn.
     pub carried: Option<Carried>,
-    /// `off`, `none`, `injected`, `truncated`, `over_budget`, `unreadable`.
+    /// Given to an earlier turn of the session, whose replay carries it.
+    pub replay: Option<Replay>,
+    /// `off`, `none`, `injected`, `truncated`, `in_history` (an earlier turn of the
+    /// session had it), `over_budget`, `unreadable`.
     pub status: &'static str,
     /// The digest found (also when it was left out).
     pub digest_id: Option<i64>,
@@ -90,12 +104,17 @@ impl CarryOver {
             digest_id: Some(d.id),
             chars_before: d.summary.chars().count(),
             max_chars,
-            carried: None,
+            ..Self::default()
         };
         if max_chars < MIN_CHARS {
             return out;
         }
         let (text, truncated) = selector::truncate(&d.summary, max_chars);
+        if let Some(turn_id) = d.first_turn {
+            out.status = "in_history";
+            out.replay = Some(Replay { turn_id, text });
+            return out;
+        }
         out.status = if truncated { "truncated" } else { "injected" };
         out.carried = Some(Carried {
             digest_id: d.id,
@@ -109,6 +128,19 @@ impl CarryOver {
     /// The text given, if any.
     pub fn text(&self) -> Option<&str> {
         self.carried.as_ref().map(|c| c.text.as_str())
+    }
+
+    /// The request of the earlier turn `turn_id` as replayed to the agent: the session's
+    /// first turn carries the summary it was given, in the same block.
+    pub fn replayed(&self, turn_id: &str, request: String) -> String {
+        match &self.replay {
+            Some(r) if r.turn_id == turn_id => prompt::assemble(&PromptParts {
+                request: &request,
+                carried: Some(&r.text),
+                ..PromptParts::default()
+            }),
+            _ => request,
+        }
     }
 
     /// Characters given.
@@ -151,6 +183,7 @@ mod tests {
             id: 7,
             date: "2026-12-02".into(),
             summary: summary.into(),
+            first_turn: None,
         })
     }
 
@@ -185,5 +218,19 @@ mod tests {
         );
         assert!(c.item().is_none());
         assert_eq!(CarryOver::of(None, 6_000).status, "none");
+    }
+
+    #[test]
+    fn once_a_turn_had_it_only_that_turns_replay_carries_it() {
+        let mut d = digest("They agreed on the lake.");
+        if let Some(d) = d.as_mut() {
+            d.first_turn = Some("turn_1".into());
+        }
+        let c = CarryOver::of(d, 6_000);
+        assert_eq!((c.status, c.text(), c.chars()), ("in_history", None, 0));
+        let replayed = c.replayed("turn_1", "where?".into());
+        assert!(replayed.starts_with(prompt::headers::EARLIER), "{replayed}");
+        assert!(replayed.ends_with("They agreed on the lake.\n[User request]\nwhere?"));
+        assert_eq!(c.replayed("turn_2", "and then?".into()), "and then?");
     }
 }

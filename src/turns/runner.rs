@@ -391,7 +391,7 @@ impl TurnRunner {
             .filter_map(|t| {
                 let output = t.output.filter(|o| !o.is_empty())?;
                 (!t.request_text.is_empty()).then_some(PastTurn {
-                    request: t.request_text,
+                    request: s.gathered.carry.replayed(&t.turn_id, t.request_text),
                     output,
                 })
             })

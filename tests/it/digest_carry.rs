@@ -116,6 +116,20 @@ async fn prompt(agent: &FakeOpenAi, n: usize) -> String {
     last["content"].as_str().unwrap_or_default().to_string()
 }
 
+/// The user messages of the agent's `n`th request (1-based), in order.
+async fn user_messages(agent: &FakeOpenAi, n: usize) -> Vec<String> {
+    let requests = agent.requests(n).await;
+    let messages = requests[n - 1].body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
 /// The explanation of the decision of message `id` in the thread `root`.
 async fn explain(app: &TestApp, root: &str, id: &str) -> Value {
     let e = app.explain("planner", root, Some(id)).await;
@@ -183,13 +197,22 @@ async fn the_first_turn_after_the_reset_gets_the_summary_once(db: TestDb) {
         "{text}"
     );
 
-    // A second turn does not get it again: the agent's session history has it.
+    // A second turn does not get it again: the session's history has it, in the replay
+    // of the first turn (the openai backend is handed the earlier turns).
     again(&mut app, "om_plan", "om_plan_3").await;
     let p = prompt(&agent, 3).await;
     assert!(!p.contains(EARLIER), "{p}");
+    let replayed = user_messages(&agent, 3).await;
+    // The first turn of the new session, then this one (the old session is not replayed).
+    assert_eq!(replayed.len(), 2, "{replayed:?}");
+    assert!(
+        replayed[0].starts_with(EARLIER) && replayed[0].contains(&summary),
+        "{replayed:?}"
+    );
+    assert!(!replayed[1].contains(EARLIER), "{replayed:?}");
     let e = explain(&app, "om_plan", "om_plan_3").await;
     assert_eq!(carried_item(&e), None, "{e}");
-    assert_eq!(e["diagnostics"]["carried_summary"]["status"], "none");
+    assert_eq!(e["diagnostics"]["carried_summary"]["status"], "in_history");
 
     // The decision keeps it: explain shows it after a restart.
     app.stop().await.expect("stops");

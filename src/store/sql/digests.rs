@@ -64,16 +64,17 @@ UPDATE digests SET status = 'reset', new_session_id = $2, updated_at = $3 WHERE 
 const MARK_DIGEST: &str = "\
 UPDATE digests SET status = $2, reason = $3, detail = $4, updated_at = $5 WHERE id = $1";
 
-/// The digest that reset a session into the id it has now, while no turn of that id
-/// has succeeded (a failed first turn leaves it for the next).
+/// The digest that reset a session into the id it has now, and the first turn of that
+/// id that succeeded (none yet: a failed first turn leaves the summary for the next).
 const CARRIED: &str = "\
-SELECT d.id, d.date, d.summary FROM digests d
+SELECT d.id, d.date, d.summary,
+    (SELECT t.turn_id FROM turns t WHERE t.profile = d.profile
+        AND t.session_key = d.session_key AND t.session_id = d.new_session_id
+        AND t.state = 'succeeded' ORDER BY t.id LIMIT 1) AS first_turn
+FROM digests d
 JOIN sessions s ON s.profile = d.profile AND s.session_key = d.session_key
     AND s.session_id = d.new_session_id
 WHERE d.profile = $1 AND d.session_key = $2 AND d.status = 'reset' AND d.summary IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.profile = d.profile
-      AND t.session_key = d.session_key AND t.session_id = d.new_session_id
-      AND t.state = 'succeeded')
 ORDER BY d.id DESC LIMIT 1";
 
 fn to_post() -> String {
