@@ -263,15 +263,13 @@ fn write_diagnostics(out: &mut String, d: &serde_json::Value) {
             d["quoted_reply"].as_str().unwrap_or("-")
         ),
     );
+    // The daily digest's summary, when the session had one to carry.
     let carried = &d["carried_summary"];
-    if let Some(status) = carried["status"].as_str() {
-        let digest = carried["digest_id"]
-            .as_i64()
-            .map_or(String::new(), |id| format!(" digest {id}"));
+    if let (Some(status), Some(id)) = (carried["status"].as_str(), carried["digest_id"].as_i64()) {
         line(
             out,
             &format!(
-                "carried      {status}{digest} chars {}→{} max_chars={}",
+                "carried      {status} digest {id} chars {}→{} max_chars={}",
                 carried["chars_before"], carried["chars_after"], carried["max_chars"]
             ),
         );
