@@ -531,6 +531,27 @@ async fn posted_to_the_owner_or_nowhere(db: TestDb) {
         app.state.digest.post_pending().await.expect("a pass"),
         Default::default()
     );
+    // `GET /digests` says it too.
+    let listed = app.get(&format!("/digests?date={DATE}")).await.json;
+    let post_of = |chat: &str| {
+        let all = listed["digests"].as_array().cloned().unwrap_or_default();
+        let d = all.into_iter().find(|d| d["chat_id"] == chat);
+        d.map(|d| d["post"].clone()).unwrap_or_default()
+    };
+    let skipped = post_of("oc_other");
+    assert_eq!(skipped["status"], "skipped", "{listed}");
+    assert_eq!(skipped["detail"], "the chat has no workspace owner");
+    let posted = post_of("oc_group");
+    assert_eq!(
+        (posted["status"].as_str(), posted["attempts"].as_i64()),
+        (Some("posted"), Some(1))
+    );
+    assert!(
+        posted["message_id"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("om_")),
+        "{posted}"
+    );
     app.stop().await.expect("stops");
 
     // `none`: the next day's digest is posted nowhere.
