@@ -8,6 +8,9 @@
 //! claimed in the database before any work (a crash mid-run is not retried that day).
 //! A run that would start after `digest.window_end` is skipped: sessions are not reset
 //! while people use them. The time comes from the app's [`Clock`].
+//!
+//! After the resets, each digest is carried into its session's next turn (see the turns'
+//! carry-over) and, with `digest.post`, posted once ([`post`]).
 
 pub mod file;
 pub mod post;
