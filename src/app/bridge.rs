@@ -291,7 +291,8 @@ fn assemble(
             metrics.clone(),
             agent_http.clone(),
         )
-        .with_names(names.clone()),
+        .with_names(names.clone())
+        .with_clients(clients.clone()),
     );
     App {
         config,

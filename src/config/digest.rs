@@ -27,8 +27,37 @@ pub struct DigestConfig {
     pub dir: Option<PathBuf>,
     /// Digest direct-message (p2p) sessions too, not only group ones.
     pub include_dms: bool,
+    /// A reset session's next turn is given its digest first ("Earlier in this chat").
+    pub carry_over: bool,
+    /// Where each day's digests are posted once written: nowhere, to their chat, or to
+    /// the chat's workspace owner.
+    pub post: DigestPost,
     /// The model that writes the summaries.
     pub summarizer: SummarizerConfig,
+}
+
+/// `digest.post`: where a session's digest is posted once written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DigestPost {
+    /// Not posted.
+    #[default]
+    None,
+    /// To the session's chat.
+    Chat,
+    /// To the owner of the chat's workspace, as a private message.
+    Owner,
+}
+
+impl DigestPost {
+    /// Its spelling in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Chat => "chat",
+            Self::Owner => "owner",
+        }
+    }
 }
 
 impl Default for DigestConfig {
@@ -40,6 +69,8 @@ impl Default for DigestConfig {
             window_end: "08:00".into(),
             dir: None,
             include_dms: true,
+            carry_over: true,
+            post: DigestPost::None,
             summarizer: SummarizerConfig::default(),
         }
     }

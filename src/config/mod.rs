@@ -26,7 +26,7 @@ mod warnings;
 
 use std::path::PathBuf;
 
-pub use digest::{DigestConfig, SummarizerConfig};
+pub use digest::{DigestConfig, DigestPost, SummarizerConfig};
 pub use egress::{Egress, Route};
 pub use error::{ConfigError, ConfigErrors, Location};
 pub use feed::FeedConfig;

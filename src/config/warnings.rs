@@ -5,7 +5,7 @@
 //! A warning may need to know that a key was written in the file rather than left at
 //! its default; [`record_explicit`] notes that from the TOML text at load time.
 
-use super::{Config, GroupScope};
+use super::{Config, DigestPost, GroupScope};
 
 /// Notes which defaulted keys the file sets explicitly (today: `profiles[i].group_scope`).
 /// `text` already deserialized into `config`, so it parses; should it not, nothing is noted.
@@ -38,6 +38,14 @@ impl Config {
             }
         }
         out.extend(self.digest.warning());
+        let owned = self.workspaces.iter().any(|w| w.owner.is_some());
+        if self.digest.enabled && self.digest.post == DigestPost::Owner && !owned {
+            out.push(
+                "digest.post: \"owner\", but no workspace has an owner, so no digest is posted; \
+                 set [[workspaces]] owner, or post = \"chat\""
+                    .into(),
+            );
+        }
         out
     }
 }
@@ -65,6 +73,17 @@ mod tests {
         );
         let explicit = warnings("thread_isolation = true\ngroup_scope = \"shared-chat\"\n");
         assert_eq!(explicit.len(), 1, "{explicit:?}");
+    }
+
+    #[test]
+    fn posting_digests_to_owners_no_workspace_has_is_a_warning() {
+        let digest = "[digest]\nenabled = true\ntimezone = \"UTC\"\npost = \"owner\"\n\
+                      [digest.summarizer]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n";
+        let w = warnings(&format!("\n{digest}"));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].starts_with("digest.post: \"owner\""), "{w:?}");
+        let owned = format!("\n{digest}[[workspaces]]\nchat_id = \"oc_1\"\nowner = \"ou_1\"\n");
+        assert_eq!(warnings(&owned), Vec::<String>::new());
     }
 
     #[test]

@@ -11,14 +11,15 @@ use crate::util::UnixMs;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SelectedItem {
     pub item_id: i64,
-    /// `topic_root`, `human_message`, `agent_output`, `quoted_reply`.
+    /// `topic_root`, `human_message`, `agent_output`, `quoted_reply`, `topic_root_block`,
+    /// `carried_summary`.
     pub item_type: String,
     pub author_label: String,
     /// Characters injected.
     pub chars: usize,
     /// The first characters.
     pub preview: String,
-    /// Cut to `max_agent_output_chars` (or the quoted-reply budget).
+    /// Cut to `max_agent_output_chars` (or the quoted-reply or carried-summary budget).
     pub truncated: bool,
     /// When its message was said (Feishu's create time); none for the quoted reply and
     /// topic root blocks, and in decisions recorded before items carried it.
@@ -107,12 +108,13 @@ pub struct Explanation {
     pub workspace_mode: String,
     pub session_key: String,
     pub request_text: String,
-    /// Characters of injected context (thread, history, topic root, quote).
+    /// Characters of injected context (thread, history, topic root, quote, carried
+    /// summary).
     pub context_chars: usize,
     /// Characters of the whole prompt.
     pub prompt_chars: usize,
-    /// Selected items: the quoted reply and topic root blocks, then the thread, then the
-    /// pending history, each oldest said first.
+    /// Selected items: the quoted reply, carried summary and topic root blocks, then the
+    /// thread, then the pending history, each oldest said first.
     pub selected: Vec<SelectedItem>,
     /// Excluded items with reasons.
     pub excluded: Vec<ExcludedItem>,
@@ -261,6 +263,17 @@ fn write_diagnostics(out: &mut String, d: &serde_json::Value) {
             d["quoted_reply"].as_str().unwrap_or("-")
         ),
     );
+    // The daily digest's summary, when the session had one to carry.
+    let carried = &d["carried_summary"];
+    if let (Some(status), Some(id)) = (carried["status"].as_str(), carried["digest_id"].as_i64()) {
+        line(
+            out,
+            &format!(
+                "carried      {status} digest {id} chars {}→{} max_chars={}",
+                carried["chars_before"], carried["chars_after"], carried["max_chars"]
+            ),
+        );
+    }
 }
 
 /// What became of the decision's turn, and the feed segments it used.

@@ -8,20 +8,25 @@
 //! claimed in the database before any work (a crash mid-run is not retried that day).
 //! A run that would start after `digest.window_end` is skipped: sessions are not reset
 //! while people use them. The time comes from the app's [`Clock`].
+//!
+//! After the resets, each digest is carried into its session's next turn (see the turns'
+//! carry-over) and, with `digest.post`, posted once ([`post`]).
 
 pub mod file;
 mod naming;
+pub mod post;
 mod run;
 pub mod schedule;
 pub mod summarizer;
 pub mod transcript;
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::Config,
+    feishu_api::FeishuClient,
     store::{DigestRow, DigestRunRow, DigestTrigger, Store, StoreError},
     telemetry::Metrics,
     util::Clock,
@@ -80,6 +85,8 @@ pub struct Digest {
     clock: Arc<dyn Clock>,
     metrics: Metrics,
     summarizer: Summarizer,
+    /// Each profile's Open API client (posting the digests).
+    clients: HashMap<String, Arc<FeishuClient>>,
     /// The date today's schedule was settled for (ran, or found already run or skipped).
     settled: std::sync::Mutex<Option<String>>,
     /// One run at a time in this process.
@@ -110,6 +117,7 @@ impl Digest {
             clock,
             metrics,
             summarizer,
+            clients: HashMap::new(),
             settled: std::sync::Mutex::new(None),
             running: tokio::sync::Mutex::new(()),
             names: None,
@@ -119,6 +127,13 @@ impl Digest {
     /// The digest naming senders and chats.
     pub fn with_names(mut self, names: Arc<crate::names::Names>) -> Self {
         self.names = Some(names);
+        self
+    }
+
+    /// With each profile's Open API client, to post the digests through.
+    #[must_use]
+    pub fn with_clients(mut self, clients: HashMap<String, Arc<FeishuClient>>) -> Self {
+        self.clients = clients;
         self
     }
 
@@ -136,11 +151,21 @@ impl Digest {
     }
 
     /// One look at the schedule: runs the day's digest when its window is open and the
-    /// date has not run; skips the day when the window passed before it could run.
+    /// date has not run; skips the day when the window passed before it could run. Then
+    /// posts the digests still waiting to be posted.
     pub async fn tick(&self) -> Result<Outcome, StoreError> {
         if !self.config.digest.enabled {
             return Ok(Outcome::NotDue);
         }
+        let outcome = self.look().await;
+        if let Err(e) = self.post_pending().await {
+            tracing::warn!(reason = %e.reason(), "the digests could not be posted; a later look tries again");
+        }
+        outcome
+    }
+
+    /// The schedule's part of [`Self::tick`].
+    async fn look(&self) -> Result<Outcome, StoreError> {
         let _one = self.running.lock().await;
         let d = &self.config.digest;
         let local = Local::of(self.clock.now(), &d.tz());

@@ -65,6 +65,10 @@ impl<'a> Run<'a> {
             None => None,
         };
         self.finish(&rows, file.as_deref()).await?;
+        // After the resets: a post that fails holds nothing up.
+        if let Err(e) = self.d.post_pending().await {
+            tracing::warn!(reason = %e.reason(), "the digests could not be posted; a later look tries again");
+        }
         let outcome = self.outcome().await?;
         if let Outcome::Ran { run, .. } = &outcome {
             tracing::info!(

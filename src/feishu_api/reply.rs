@@ -82,6 +82,9 @@ pub enum Destination<'a> {
     },
     /// A new message in the chat `chat_id`.
     Chat(&'a str),
+    /// A private message to a user: an `open_id` (`ou_…`), `union_id` (`on_…`) or
+    /// `user_id`.
+    User(&'a str),
 }
 
 impl<'a> Destination<'a> {
@@ -122,7 +125,7 @@ impl<'a> Destination<'a> {
     pub fn replied(self) -> Option<&'a str> {
         match self {
             Self::Reply { message_id, .. } => Some(message_id),
-            Self::Chat(_) => None,
+            Self::Chat(_) | Self::User(_) => None,
         }
     }
 }
@@ -169,6 +172,16 @@ pub fn markdown_card(text: &str) -> serde_json::Value {
     })
 }
 
+/// The `receive_id_type` of a new message to `to`.
+fn receive_id_type(to: Destination<'_>) -> &'static str {
+    match to {
+        Destination::User(id) if id.starts_with("ou_") => "open_id",
+        Destination::User(id) if id.starts_with("on_") => "union_id",
+        Destination::User(_) => "user_id",
+        _ => "chat_id",
+    }
+}
+
 impl FeishuClient {
     /// Posts `content` to `to`. `uuid` makes a retried send post at most once (Feishu
     /// keeps it for an hour); every retry of this call sends the same one. Returns the
@@ -194,11 +207,12 @@ impl FeishuClient {
                 let url = format!("{}/open-apis/im/v1/messages/{message_id}/reply", self.base);
                 (REPLY_ENDPOINT, url)
             }
-            Destination::Chat(chat_id) => {
-                body["receive_id"] = json!(chat_id);
+            Destination::Chat(id) | Destination::User(id) => {
+                body["receive_id"] = json!(id);
                 let url = format!(
-                    "{}/open-apis/im/v1/messages?receive_id_type=chat_id",
-                    self.base
+                    "{}/open-apis/im/v1/messages?receive_id_type={}",
+                    self.base,
+                    receive_id_type(to)
                 );
                 (SEND_ENDPOINT, url)
             }

@@ -10,7 +10,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::{Admin, AdminErrors, ApiError, ErrorBody, extract::Query};
 use crate::{
     digest::{Outcome, file},
-    store::{DigestRow, DigestRunRow},
+    store::{DigestPostRow, DigestRow, DigestRunRow, Store},
 };
 
 /// Which date.
@@ -95,6 +95,53 @@ pub struct DigestBody {
     /// Unix ms.
     pub created_at: i64,
     pub updated_at: i64,
+    /// Where posting it stands (`digest.post`); `null` when it was never tried (posting
+    /// off, nothing to post, or not yet).
+    pub post: Option<PostBody>,
+}
+
+/// Where posting a digest stands.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PostBody {
+    /// `posted`, `failed` (a later pass tries again, 5 attempts in all) or `skipped`
+    /// (nowhere to post it: a chat without a workspace owner, a profile that cannot send).
+    pub status: &'static str,
+    pub attempts: i64,
+    /// The message posted.
+    pub message_id: Option<String>,
+    /// Why it failed or was skipped.
+    pub detail: Option<String>,
+}
+
+impl DigestBody {
+    /// The body of `d`, with where posting it stands.
+    fn with_post(d: &DigestRow, posts: &[DigestPostRow]) -> Self {
+        let post = posts.iter().find(|p| p.id == d.id).and_then(|p| {
+            p.post_status.0.map(|status| PostBody {
+                status: status.as_str(),
+                attempts: p.post_attempts,
+                message_id: p.post_message_id.clone(),
+                detail: p.post_detail.clone(),
+            })
+        });
+        Self {
+            post,
+            ..Self::from(d)
+        }
+    }
+}
+
+/// The bodies of a date's digests, with where posting each stands.
+async fn bodies(
+    store: &dyn Store,
+    date: &str,
+    digests: &[DigestRow],
+) -> Result<Vec<DigestBody>, ApiError> {
+    let posts = store.digest_posts(date).await.map_err(ApiError::store)?;
+    Ok(digests
+        .iter()
+        .map(|d| DigestBody::with_post(d, &posts))
+        .collect())
 }
 
 impl From<&DigestRow> for DigestBody {
@@ -115,6 +162,7 @@ impl From<&DigestRow> for DigestBody {
             new_session_id: d.new_session_id.clone(),
             created_at: d.created_at.millis(),
             updated_at: d.updated_at.millis(),
+            post: None,
         }
     }
 }
@@ -175,8 +223,8 @@ pub async fn run(Admin(app): Admin) -> Result<(StatusCode, Json<DigestsBody>), A
             Json(DigestsBody {
                 date: Some(run.date.clone()),
                 outcome: Some("ran"),
+                digests: bodies(&*app.store, &run.date, &digests).await?,
                 run: Some(RunBody::from(&run)),
-                digests: digests.iter().map(DigestBody::from).collect(),
             }),
         )),
         Outcome::AlreadyRan { date } => Err(ApiError::Conflict(
@@ -219,14 +267,17 @@ pub async fn list(
     .map_err(ApiError::store)?;
     let date = q.date.or_else(|| run.as_ref().map(|r| r.date.clone()));
     let digests = match &date {
-        Some(d) => app.store.digests_of(d).await.map_err(ApiError::store)?,
+        Some(d) => {
+            let rows = app.store.digests_of(d).await.map_err(ApiError::store)?;
+            bodies(&*app.store, d, &rows).await?
+        }
         None => Vec::new(),
     };
     Ok(Json(DigestsBody {
         date,
         outcome: None,
         run: run.as_ref().map(RunBody::from),
-        digests: digests.iter().map(DigestBody::from).collect(),
+        digests,
     }))
 }
 

@@ -11,18 +11,19 @@ use utoipa::ToSchema;
 #[allow(dead_code)] // a schema only: never built
 pub struct SelectedItemSchema {
     item_id: i64,
-    /// `topic_root`, `human_message`, `agent_output`, `quoted_reply`.
+    /// `topic_root`, `human_message`, `agent_output`, `quoted_reply`, `topic_root_block`,
+    /// `carried_summary` (the daily digest's summary, on the first turn after its reset).
     item_type: String,
     author_label: String,
     /// Characters injected.
     chars: usize,
     /// The first characters.
     preview: String,
-    /// Cut to `max_agent_output_chars` (or the quoted-reply budget).
+    /// Cut to `max_agent_output_chars` (or the quoted-reply or carried-summary budget).
     truncated: bool,
     /// When its message was said: Unix ms, Feishu's create time (for a bot's answer, the
-    /// one the send API returned). Null for the quoted reply and topic root blocks, and
-    /// in decisions recorded before items carried it.
+    /// one the send API returned). Null for the quoted reply, carried summary and topic
+    /// root blocks, and in decisions recorded before items carried it.
     created_at: Option<i64>,
 }
 
@@ -89,16 +90,18 @@ pub struct ExplanationSchema {
     workspace_mode: String,
     session_key: String,
     request_text: String,
-    /// Characters of injected context (thread, history, topic root, quote).
+    /// Characters of injected context (thread, history, topic root, quote, carried
+    /// summary).
     context_chars: usize,
     /// Characters of the whole prompt.
     prompt_chars: usize,
-    /// Selected items: the quoted reply and topic root blocks, then the thread, then the
-    /// pending history, each in the order it was said (create time, then message id).
+    /// Selected items: the quoted reply, carried summary and topic root blocks, then the
+    /// thread, then the pending history, each in the order it was said (create time, then
+    /// message id).
     selected: Vec<SelectedItemSchema>,
     /// Excluded items with reasons.
     excluded: Vec<ExcludedItemSchema>,
-    /// Counts, budgets, which budget cut, topic-root and quote handling.
+    /// Counts, budgets, which budget cut, topic-root, quote and carried-summary handling.
     #[schema(value_type = Object)]
     diagnostics: Value,
     /// Unix ms.

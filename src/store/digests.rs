@@ -151,6 +151,66 @@ pub struct DigestRow {
     pub updated_at: UnixMs,
 }
 
+crate::util::spelled::spelled! {
+    /// Where posting a digest stands (none: not tried yet).
+    pub enum DigestPostStatus("digest post status") {
+        /// Posted: never posted again.
+        Posted,
+        /// The post failed; a later pass retries it (a few attempts in all).
+        Failed,
+        /// Nowhere to post it (a chat without a workspace owner, a profile that cannot
+        /// send): never tried again.
+        Skipped,
+    }
+}
+
+/// A reset session's digest, carried into the first turn of its new session.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct CarriedDigest {
+    pub id: i64,
+    /// The local date of the digest.
+    pub date: String,
+    pub summary: String,
+    /// The first turn of the new session that succeeded (it was given the summary, which
+    /// is in the session's history since); `None` while no turn has.
+    pub first_turn: Option<String>,
+}
+
+/// Where posting a digest stands, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct DigestPostRow {
+    pub id: i64,
+    #[sqlx(try_from = "Option<String>")]
+    pub post_status: OptionalPostStatus,
+    pub post_attempts: i64,
+    pub post_message_id: Option<String>,
+    pub post_detail: Option<String>,
+}
+
+/// A post status column that may be empty (never tried).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionalPostStatus(pub Option<DigestPostStatus>);
+
+impl TryFrom<Option<String>> for OptionalPostStatus {
+    type Error = <DigestPostStatus as TryFrom<String>>::Error;
+
+    fn try_from(v: Option<String>) -> Result<Self, Self::Error> {
+        v.map(DigestPostStatus::try_from).transpose().map(Self)
+    }
+}
+
+/// The outcome of one attempt to post a digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DigestPostMark<'a> {
+    pub id: i64,
+    pub status: DigestPostStatus,
+    /// The message posted.
+    pub message_id: Option<&'a str>,
+    /// Why it failed or was skipped (never a secret).
+    pub detail: Option<&'a str>,
+    pub now: UnixMs,
+}
+
 /// What a session's day reads: its records after the last digest that reset it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TranscriptQuery<'a> {
@@ -206,4 +266,23 @@ pub trait DigestStore: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
     /// A date's digests, by profile and session key.
     async fn digests_of(&self, date: &str) -> Result<Vec<DigestRow>, StoreError>;
+    /// The digest with a summary that reset the session `key` into its current session
+    /// id, and the first turn of that id that succeeded (while none has, the next turn
+    /// carries the summary).
+    async fn carried_digest(
+        &self,
+        profile: &str,
+        key: &str,
+    ) -> Result<Option<CarriedDigest>, StoreError>;
+    /// Digests with a summary, created at or after `since`, that were written (reset or
+    /// not) and are not posted, skipped, nor failed `max_attempts` times; oldest first.
+    async fn digests_to_post(
+        &self,
+        since: UnixMs,
+        max_attempts: i64,
+    ) -> Result<Vec<DigestRow>, StoreError>;
+    /// Records an attempt to post a digest (counting it).
+    async fn mark_digest_post(&self, mark: &DigestPostMark<'_>) -> Result<(), StoreError>;
+    /// Where posting a date's digests stands, by id.
+    async fn digest_posts(&self, date: &str) -> Result<Vec<DigestPostRow>, StoreError>;
 }

@@ -40,8 +40,9 @@ pub use api_calls::{ApiCalls, CallLimits, CallRoom};
 pub use database::Database;
 pub use decisions::{DecisionRow, DecisionStore, NewDecision};
 pub use digests::{
-    DigestReason, DigestReset, DigestRow, DigestRunEnd, DigestRunRow, DigestStatus, DigestStore,
-    DigestTrigger, NewDigest, NewDigestRun, TranscriptQuery,
+    CarriedDigest, DigestPostMark, DigestPostRow, DigestPostStatus, DigestReason, DigestReset,
+    DigestRow, DigestRunEnd, DigestRunRow, DigestStatus, DigestStore, DigestTrigger, NewDigest,
+    NewDigestRun, OptionalPostStatus, TranscriptQuery,
 };
 pub use event_log::{
     BatchStep, ContextEventRow, EventLog, NewVerdict, ProcessedBatch, ProfileThread, RouteWrite,

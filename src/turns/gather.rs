@@ -8,7 +8,7 @@ use std::{
     sync::Arc,
 };
 
-use super::job::TurnJob;
+use super::{carry::CarryOver, job::TurnJob};
 use crate::{
     config::{Config, Profile, WorkspaceMode},
     context::{
@@ -18,7 +18,7 @@ use crate::{
     },
     feishu_api::{FeishuClient, identity::Identities},
     names::Names,
-    store::{EventLog, NewDecision, SessionRow, StoreError},
+    store::{NewDecision, SessionRow, Store, StoreError},
     util::UnixMs,
     vocab::{Candidate, Exclusion, ItemType},
 };
@@ -38,6 +38,8 @@ pub(super) struct Gathered {
     pub source_message_ids: Vec<String>,
     /// The requester's name, when known.
     pub requester: Option<String>,
+    /// The daily digest's summary carried into the session's first turn after its reset.
+    pub carry: CarryOver,
 }
 
 impl Gathered {
@@ -60,6 +62,7 @@ impl Gathered {
             history: &self.history.selected,
             quoted: self.quoted.as_ref().map(|(t, _)| t.as_str()),
             requester: self.requester.as_deref(),
+            carried: self.carry.text(),
         })
     }
 
@@ -68,6 +71,9 @@ impl Gathered {
         let mut parts = Vec::new();
         if let Some((q, _)) = &self.quoted {
             parts.push(format!("quoted reply: {q}"));
+        }
+        if let Some(c) = self.carry.text() {
+            parts.push(format!("earlier in this chat: {c}"));
         }
         if let Some(r) = &self.topic_root {
             parts.push(format!("topic root: {r}"));
@@ -84,6 +90,7 @@ impl Gathered {
         items
             + self.topic_root.as_ref().map_or(0, |r| r.chars().count())
             + self.quoted.as_ref().map_or(0, |(q, _)| q.chars().count())
+            + self.carry.chars()
     }
 
     /// The selected thread items, then the selected pending history.
@@ -91,9 +98,9 @@ impl Gathered {
         self.thread.selected.iter().chain(&self.history.selected)
     }
 
-    /// Selected items for the explain record: the quoted reply and topic root blocks (no
-    /// time: they stand outside the thread), then the thread, then the pending history,
-    /// each in said order.
+    /// Selected items for the explain record: the quoted reply, carried summary and topic
+    /// root blocks (no time: they stand outside the thread), then the thread, then the
+    /// pending history, each in said order.
     pub fn selected_items(&self) -> Vec<SelectedItem> {
         let mut out = Vec::new();
         if let Some((q, cut)) = &self.quoted {
@@ -107,6 +114,7 @@ impl Gathered {
                 created_at: None,
             });
         }
+        out.extend(self.carry.item());
         if let Some(r) = &self.topic_root {
             out.push(SelectedItem {
                 item_id: 0,
@@ -183,6 +191,7 @@ impl Gathered {
             "pending_history": self.history.diagnostics,
             "topic_root": self.topic_root_status,
             "quoted_reply": self.quoted_status,
+            "carried_summary": self.carry.diagnostics(),
             "context_chars": self.context_chars(),
         })
     }
@@ -191,7 +200,7 @@ impl Gathered {
 /// Reads a turn's context: the store first, the Open API for messages it never saw.
 pub(super) struct Gatherer {
     config: Arc<Config>,
-    store: Arc<dyn EventLog>,
+    store: Arc<dyn Store>,
     clients: HashMap<String, Arc<FeishuClient>>,
     identities: Arc<Identities>,
     names: Option<Arc<Names>>,
@@ -201,7 +210,7 @@ impl Gatherer {
     /// A gatherer over the app's parts.
     pub(super) fn new(
         config: Arc<Config>,
-        store: Arc<dyn EventLog>,
+        store: Arc<dyn Store>,
         clients: HashMap<String, Arc<FeishuClient>>,
         identities: Arc<Identities>,
     ) -> Self {
@@ -269,6 +278,7 @@ impl Gatherer {
             quoted_status: "none",
             ..Gathered::default()
         };
+        g.carry = self.carry(job).await;
         let limit = self.thread_limit(&job.chat_id);
         let req = Request {
             bridge_id: &job.app_id,
@@ -277,7 +287,8 @@ impl Gatherer {
             message_id: &job.message_id,
             is_command: false,
             limit,
-            max_chars: self.config.context.max_context_chars,
+            // The carried summary counts against the budget.
+            max_chars: (self.config.context.max_context_chars).saturating_sub(g.carry.chars()),
             max_agent_output_chars: self.config.context.max_agent_output_chars,
         };
 
@@ -335,6 +346,15 @@ impl Gatherer {
         }
         self.name(job, &mut g).await;
         Ok(g)
+    }
+
+    /// The daily digest's summary for the session's first turn after the digest reset it.
+    async fn carry(&self, job: &TurnJob) -> CarryOver {
+        if !self.config.digest.carry_over {
+            return CarryOver::off();
+        }
+        let max = self.config.context.max_context_chars;
+        CarryOver::find(&*self.store, &job.profile, &job.session_key, max).await
     }
 
     /// The quoted message, cut to its budget; `Err(())` when it cannot be read.

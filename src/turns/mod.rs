@@ -22,6 +22,7 @@
 
 pub mod buttons;
 pub mod card;
+mod carry;
 mod deliver;
 mod duties;
 mod gather;

@@ -414,7 +414,7 @@ impl TurnRunner {
             };
             earlier.push(PastTurn {
                 feed,
-                request: t.request_text,
+                request: s.gathered.carry.replayed(&t.turn_id, t.request_text),
                 output,
             });
         }

@@ -15,6 +15,7 @@ mod context;
 mod context_order;
 mod delivery;
 mod digest;
+mod digest_carry;
 mod digest_scope;
 mod docs_links;
 mod errors;

@@ -6,8 +6,9 @@ use async_trait::async_trait;
 use super::{dialect::Dialect, event_log::select_events, sessions::reset_within, store::SqlStore};
 use crate::{
     store::{
-        ContextEventRow, DigestReason, DigestReset, DigestRow, DigestRunEnd, DigestRunRow,
-        DigestStatus, DigestStore, NewDigest, NewDigestRun, StoreError, TranscriptQuery,
+        CarriedDigest, ContextEventRow, DigestPostMark, DigestPostRow, DigestReason, DigestReset,
+        DigestRow, DigestRunEnd, DigestRunRow, DigestStatus, DigestStore, NewDigest, NewDigestRun,
+        StoreError, TranscriptQuery,
     },
     util::UnixMs,
 };
@@ -62,6 +63,37 @@ UPDATE digests SET status = 'reset', new_session_id = $2, updated_at = $3 WHERE 
 
 const MARK_DIGEST: &str = "\
 UPDATE digests SET status = $2, reason = $3, detail = $4, updated_at = $5 WHERE id = $1";
+
+/// The digest that reset a session into the id it has now, and the first turn of that
+/// id that succeeded (none yet: a failed first turn leaves the summary for the next).
+const CARRIED: &str = "\
+SELECT d.id, d.date, d.summary,
+    (SELECT t.turn_id FROM turns t WHERE t.profile = d.profile
+        AND t.session_key = d.session_key AND t.session_id = d.new_session_id
+        AND t.state = 'succeeded' ORDER BY t.id LIMIT 1) AS first_turn
+FROM digests d
+JOIN sessions s ON s.profile = d.profile AND s.session_key = d.session_key
+    AND s.session_id = d.new_session_id
+WHERE d.profile = $1 AND d.session_key = $2 AND d.status = 'reset' AND d.summary IS NOT NULL
+ORDER BY d.id DESC LIMIT 1";
+
+fn to_post() -> String {
+    format!(
+        "SELECT {DIGEST_COLUMNS} FROM digests WHERE summary IS NOT NULL \
+         AND status IN ('written', 'reset', 'reset_failed') AND created_at >= $1 \
+         AND (post_status IS NULL OR (post_status = 'failed' AND post_attempts < $2)) \
+         ORDER BY id"
+    )
+}
+
+const MARK_POST: &str = "\
+UPDATE digests SET post_status = $2, post_message_id = COALESCE($3, post_message_id),
+    post_detail = $4, post_attempts = post_attempts + 1, updated_at = $5
+WHERE id = $1";
+
+const POSTS_OF: &str = "\
+SELECT id, post_status, post_attempts, post_message_id, post_detail FROM digests
+WHERE date = $1 ORDER BY id";
 
 fn digests_of() -> String {
     format!("SELECT {DIGEST_COLUMNS} FROM digests WHERE date = $1 ORDER BY profile, session_key")
@@ -196,5 +228,39 @@ impl<DB: Dialect> DigestStore for SqlStore<DB> {
         let q = digests_of();
         self.fetch(sqlx::query_as(&q).bind(date).fetch_all(&self.pool))
             .await
+    }
+
+    async fn carried_digest(
+        &self,
+        profile: &str,
+        key: &str,
+    ) -> Result<Option<CarriedDigest>, StoreError> {
+        let query = sqlx::query_as(CARRIED).bind(profile).bind(key);
+        self.fetch(query.fetch_optional(&self.pool)).await
+    }
+
+    async fn digests_to_post(
+        &self,
+        since: UnixMs,
+        max_attempts: i64,
+    ) -> Result<Vec<DigestRow>, StoreError> {
+        let q = to_post();
+        let query = sqlx::query_as(&q).bind(since).bind(max_attempts);
+        self.fetch(query.fetch_all(&self.pool)).await
+    }
+
+    async fn mark_digest_post(&self, m: &DigestPostMark<'_>) -> Result<(), StoreError> {
+        let query = sqlx::query(MARK_POST)
+            .bind(m.id)
+            .bind(m.status.as_str())
+            .bind(m.message_id)
+            .bind(m.detail)
+            .bind(m.now);
+        self.execute(query).await.map(drop)
+    }
+
+    async fn digest_posts(&self, date: &str) -> Result<Vec<DigestPostRow>, StoreError> {
+        let query = sqlx::query_as(POSTS_OF).bind(date);
+        self.fetch(query.fetch_all(&self.pool)).await
     }
 }

@@ -9,6 +9,7 @@ mod api_calls;
 mod database;
 mod decisions;
 mod differences;
+mod digest_carry;
 mod digests;
 mod event_log;
 mod feed;

@@ -47,8 +47,31 @@ pub(super) async fn send(
     headers: HeaderMap,
     raw: Bytes,
 ) -> Response {
+    // `receive_id_type` is a required query parameter naming what `receive_id` is.
+    let kind = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|p| p.strip_prefix("receive_id_type="))
+        .unwrap_or_default()
+        .to_string();
+    if !RECEIVE_ID_TYPES.contains(&kind.as_str()) {
+        let refused = s.refuse(
+            SEND,
+            StatusCode::BAD_REQUEST,
+            99992402,
+            "field validation failed",
+        );
+        return refused.into_response();
+    }
+    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    let to = body["receive_id"].as_str().unwrap_or_default().to_string();
+    s.receive_id_types.lock().expect("lock").push((to, kind));
     either(deliver(&s, SEND, uri.path(), None, &headers, &raw).await)
 }
+
+/// The documented values of `receive_id_type`.
+const RECEIVE_ID_TYPES: [&str; 5] = ["open_id", "union_id", "user_id", "email", "chat_id"];
 
 /// A send (`reply_to` is `None`) or reply (`reply_to` is its target).
 async fn deliver(

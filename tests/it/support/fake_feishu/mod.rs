@@ -68,6 +68,8 @@ pub struct FakeState {
     pub messages: Arc<Mutex<HashMap<String, String>>>,
     /// Replies and sends received: (path target, body), one per message created.
     pub sent: Mutex<Vec<(String, Value)>>,
+    /// Each send's (`receive_id`, `receive_id_type`), in order, retries included.
+    pub receive_id_types: Mutex<Vec<(String, String)>>,
     /// uuid → (message id, create time) already created (Feishu's one-hour
     /// idempotency: a repeated send answers the message it created).
     pub uuids: Mutex<HashMap<String, (String, i64)>>,
@@ -210,6 +212,7 @@ impl FakeFeishu {
             get_requests: AtomicUsize::default(),
             messages: Arc::default(),
             sent: Mutex::default(),
+            receive_id_types: Mutex::default(),
             uuids: Mutex::default(),
             create_time: Mutex::default(),
             failures: Mutex::default(),

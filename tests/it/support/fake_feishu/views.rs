@@ -18,6 +18,16 @@ impl FakeState {
             .collect()
     }
 
+    /// The bodies of the messages sent (not replies) to `receive_id`, one per message
+    /// created.
+    pub fn sent_to(&self, receive_id: &str) -> Vec<Value> {
+        let sent = self.sent.lock().expect("lock");
+        sent.iter()
+            .filter(|(to, body)| to == receive_id && body["receive_id"] == receive_id)
+            .map(|(_, body)| body.clone())
+            .collect()
+    }
+
     /// Invalidates every token issued (Feishu answers 99991663 to them from now on).
     pub fn revoke_token(&self) {
         self.tokens.revoke();
