@@ -113,5 +113,7 @@ case "$demo" in
     echo "== the daily digest (POST /digests/run), then the file it wrote"
     curl -s -X POST -H "$admin" "http://127.0.0.1:$port/digests/run" > digest.json
     cat feishu-bridge-demo-digest/digest/*.md
+    echo "== the next morning, asked again in the thread: the summary is carried over"
+    "$bin" --config config.toml simulate --scenario "$root/examples/feed_next_day.toml"
     ;;
 esac

@@ -7,6 +7,10 @@
 //!   Events) or answers in one piece, word by word from a short canned reply that shows
 //!   what it was given. Asked for a daily digest (its system message says so), it
 //!   answers a short summary made of the transcript's first and last lines instead.
+//! * A stand-in for the few Open API reads the day demo's names need — the tenant token,
+//!   `GET /open-apis/contact/v3/users/batch` and `GET /open-apis/im/v1/chats/{chat_id}` —
+//!   with the demo's people and group (a profile whose `api_base` is this agent sees
+//!   them named).
 //!
 //! ```sh
 //! cargo run --example local_agent            # listens on 127.0.0.1:9000
@@ -19,9 +23,10 @@ use std::{convert::Infallible, time::Duration};
 use axum::{
     Json, Router,
     body::{Body, Bytes},
+    extract::{Path, RawQuery},
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
-    routing::post,
+    routing::{get, post},
 };
 use serde_json::{Value, json};
 
@@ -33,7 +38,13 @@ async fn main() -> anyhow::Result<()> {
     let listen = std::env::var("LOCAL_AGENT_LISTEN").unwrap_or_else(|_| "127.0.0.1:9000".into());
     let app = Router::new()
         .route("/turn", post(turn))
-        .route("/v1/chat/completions", post(completions));
+        .route("/v1/chat/completions", post(completions))
+        .route(
+            "/open-apis/auth/v3/tenant_access_token/internal",
+            post(tenant_token),
+        )
+        .route("/open-apis/contact/v3/users/batch", get(users))
+        .route("/open-apis/im/v1/chats/{chat_id}", get(chat));
     let listener = tokio::net::TcpListener::bind(&listen).await?;
     println!("local agent on http://{listen} (webhook: /turn, openai: /v1)");
     axum::serve(listener, app).await?;
@@ -68,6 +79,42 @@ async fn turn(headers: HeaderMap, body: Bytes) -> Response {
         turn["session_id"].as_str().unwrap_or_default(),
     );
     Json(json!({ "output": output })).into_response()
+}
+
+/// The demo's people, by open_id.
+const PEOPLE: [(&str, &str); 3] = [
+    ("ou_alice", "Alice Wang"),
+    ("ou_bob", "Bob Li"),
+    ("ou_carol", "Carol Zhang"),
+];
+
+/// The demo's group.
+const GROUPS: [(&str, &str); 1] = [("oc_demo_feed", "Launch crew")];
+
+/// A tenant token for any app (the demo's keys are not secrets of anything real).
+async fn tenant_token() -> Json<Value> {
+    Json(json!({"code": 0, "msg": "ok", "tenant_access_token": "t-local-demo", "expire": 7200}))
+}
+
+/// The users among `user_ids` this stand-in knows, as the contact API answers.
+async fn users(RawQuery(query): RawQuery) -> Json<Value> {
+    let query = query.unwrap_or_default();
+    let items: Vec<Value> = query
+        .split('&')
+        .filter_map(|pair| pair.strip_prefix("user_ids="))
+        .filter_map(|id| PEOPLE.iter().find(|(known, _)| *known == id))
+        .map(|(open_id, name)| json!({"open_id": open_id, "name": name}))
+        .collect();
+    Json(json!({"code": 0, "msg": "success", "data": {"items": items}}))
+}
+
+/// A group's name, as the chat API answers (a group it does not know has none).
+async fn chat(Path(chat_id): Path<String>) -> Json<Value> {
+    let name = GROUPS
+        .iter()
+        .find(|(id, _)| *id == chat_id)
+        .map(|(_, name)| *name);
+    Json(json!({"code": 0, "msg": "success", "data": {"name": name}}))
 }
 
 /// The OpenAI-compatible model.
