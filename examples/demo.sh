@@ -110,6 +110,9 @@ case "$demo" in
     echo
     ;;
   day)
+    echo "== the chat's feed, its senders named (GET /feed?profile=planner&session_key=chat:oc_demo_feed)"
+    curl -s -H "$admin" "http://127.0.0.1:$port/feed?profile=planner&session_key=chat:oc_demo_feed"
+    echo
     echo "== the daily digest (POST /digests/run), then the file it wrote"
     curl -s -X POST -H "$admin" "http://127.0.0.1:$port/digests/run" > digest.json
     cat feishu-bridge-demo-digest/digest/*.md
