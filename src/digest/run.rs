@@ -246,18 +246,23 @@ impl<'a> Run<'a> {
         Some(digest)
     }
 
+    /// The day's file as it reads now, chats by name.
+    async fn file_text(&self, rows: &[DigestRow]) -> String {
+        let chats = self.d.chat_names(rows).await;
+        file::render_named(
+            &self.date,
+            self.d.config.digest.timezone_name(),
+            rows,
+            &chats,
+        )
+    }
+
     /// Writes the day's file, when a directory is configured: its path. When it cannot
     /// be written, every digest that was to reset its session keeps it instead.
     async fn write_file(&self, rows: &mut [DigestRow]) -> Option<std::path::PathBuf> {
         let dir = self.d.config.digest.dir.as_ref()?;
         let path = file::path(dir, &self.date);
-        let chats = self.d.chat_names(rows).await;
-        let text = file::render_named(
-            &self.date,
-            self.d.config.digest.timezone_name(),
-            rows,
-            &chats,
-        );
+        let text = self.file_text(rows).await;
         let Err(why) = file::write(path.clone(), text).await else {
             return Some(path);
         };
@@ -275,13 +280,7 @@ impl<'a> Run<'a> {
 
     /// Rewrites the day's file with how the resets went; whether it could.
     async fn rewrite(&self, path: &std::path::Path, rows: &[DigestRow]) -> bool {
-        let chats = self.d.chat_names(rows).await;
-        let text = file::render_named(
-            &self.date,
-            self.d.config.digest.timezone_name(),
-            rows,
-            &chats,
-        );
+        let text = self.file_text(rows).await;
         match file::write(path.to_path_buf(), text).await {
             Ok(()) => true,
             Err(why) => {
