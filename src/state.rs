@@ -81,6 +81,8 @@ pub struct App {
     pub api_share: Arc<ApiShare>,
     /// Finished turns, for observers.
     pub turns_done: broadcast::Sender<TurnDone>,
+    /// Events stored for running turns, for observers (they read the turn's events).
+    pub turn_events: broadcast::Sender<crate::agent::events::TurnEventNote>,
     /// Turns waiting for an agent's signed callback.
     pub callbacks: Arc<PendingCallbacks>,
     /// Card presses being stored and acted on, which can outlast their answer; the

@@ -1,6 +1,7 @@
 //! Agent backends: what a turn's prompt is handed to.
 
 mod echo;
+pub mod events;
 pub mod openai;
 pub mod webhook;
 

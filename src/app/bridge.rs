@@ -307,6 +307,7 @@ fn assemble(
         clients,
         api_share,
         turns_done: broadcast::channel(1024).0,
+        turn_events: broadcast::channel(1024).0,
         callbacks,
         agents,
         feed,

@@ -54,10 +54,29 @@ pub async fn output(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Accepted>, ApiError> {
+    let body = authenticate(&app, &profile, &headers, body)?;
+    let out: AgentOutput = serde_json::from_slice(&body)
+        .map_err(|_| Rejection::MalformedJson("expected {\"output\": \"…\"}".into()))?;
+    if app.callbacks.complete(&turn_id, out.output) {
+        Ok(Json(Accepted { status: "accepted" }))
+    } else {
+        Err(ApiError::UnknownTurn(turn_id))
+    }
+}
+
+/// The body of a callback of a profile's agent, once its Standard Webhooks signature
+/// (with the profile's agent secret) is checked: `unknown_profile`, a body that cannot
+/// be read, or `bad_signature` otherwise.
+pub(super) fn authenticate(
+    app: &AppState,
+    profile: &str,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Bytes, ApiError> {
     let p = app
         .config
-        .profile(&profile)
-        .ok_or_else(|| ApiError::UnknownProfile(profile.clone()))?;
+        .profile(profile)
+        .ok_or_else(|| ApiError::UnknownProfile(profile.to_string()))?;
     let body = body.map_err(|r| ApiError::unreadable_body(r, app.config.server.max_body_bytes))?;
     let Some(secret) = p
         .agent
@@ -84,11 +103,5 @@ pub async fn output(
         }
         SignatureError::Mismatch => Rejection::BadSignature("webhook-signature does not match"),
     })?;
-    let out: AgentOutput = serde_json::from_slice(&body)
-        .map_err(|_| Rejection::MalformedJson("expected {\"output\": \"…\"}".into()))?;
-    if app.callbacks.complete(&turn_id, out.output) {
-        Ok(Json(Accepted { status: "accepted" }))
-    } else {
-        Err(ApiError::UnknownTurn(turn_id))
-    }
+    Ok(body)
 }

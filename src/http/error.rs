@@ -59,6 +59,12 @@ pub enum ApiError {
         redact::echo(.0)
     )]
     UnknownTurn(String),
+    /// 404: no turn of this profile under this id.
+    #[error("no turn {} of this profile", redact::echo(.0))]
+    NoSuchTurn(String),
+    /// 422: a JSON body that is not what the endpoint takes (the message says why).
+    #[error("{0}")]
+    InvalidTurnEvent(String),
     /// 405: the route exists but not for this method (the method, bounded).
     #[error("method {0} is not allowed on this route; the Allow header lists the allowed ones")]
     MethodNotAllowed(String),
@@ -140,7 +146,8 @@ impl ApiError {
             Self::Unauthorized => "unauthorized",
             Self::RouteNotFound => "route_not_found",
             Self::NotFound(_) => "not_found",
-            Self::UnknownTurn(_) => "unknown_turn",
+            Self::UnknownTurn(_) | Self::NoSuchTurn(_) => "unknown_turn",
+            Self::InvalidTurnEvent(_) => "invalid_turn_event",
             Self::BadRequest(_) => "bad_request",
             Self::Conflict(code, _) => code,
             Self::MethodNotAllowed(_) => "method_not_allowed",
@@ -163,7 +170,9 @@ impl ApiError {
             Self::UnknownProfile(_)
             | Self::RouteNotFound
             | Self::NotFound(_)
-            | Self::UnknownTurn(_) => StatusCode::NOT_FOUND,
+            | Self::UnknownTurn(_)
+            | Self::NoSuchTurn(_) => StatusCode::NOT_FOUND,
+            Self::InvalidTurnEvent(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Conflict(..) => StatusCode::CONFLICT,
             Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

@@ -18,6 +18,7 @@ mod router;
 mod schemas;
 mod sessions;
 mod status;
+mod turn_events;
 mod turns;
 mod verdicts;
 mod webhook;

@@ -14,7 +14,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
     AppState, agent_callback, api_doc::ApiDoc, digests, error, explain, feed, health, metrics,
-    reshape, sessions, status, turns, verdicts, webhook,
+    reshape, sessions, status, turn_events, turns, verdicts, webhook,
 };
 
 /// Every route, with its OpenAPI description (no state, no layers).
@@ -31,6 +31,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(verdicts::message))
         .routes(routes!(explain::explain))
         .routes(routes!(agent_callback::output))
+        .routes(routes!(turn_events::post))
         .routes(routes!(turns::list))
         .routes(routes!(turns::get))
         .routes(routes!(feed::show))

@@ -10,8 +10,9 @@ use super::{
     extract::{Path, Query},
 };
 use crate::{
+    agent::events::{TurnEvent, TurnEventSummary, summarize},
     redact::echo,
-    store::{TurnFilter, TurnRow, TurnState},
+    store::{TurnEventRow, TurnFilter, TurnRow, TurnState},
     util::UnixMs,
 };
 
@@ -52,6 +53,26 @@ pub struct TurnBody {
     /// The agent's answer (with `verbose`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// What a webhook agent reported while the turn ran, in seq order (one turn only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<TurnEventBody>>,
+    /// What those events add up to, stale ones left out (one turn only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_summary: Option<TurnEventSummary>,
+}
+
+/// One stored turn event.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TurnEventBody {
+    pub seq: i64,
+    /// `text`, `tool`, `status`, `ask` or `error`.
+    pub kind: String,
+    /// Unix ms.
+    pub received_at: i64,
+    /// Stored after a newer seq: in the log, not displayed.
+    pub stale: bool,
+    /// The event as the agent sent it, without `seq`.
+    pub event: TurnEvent,
 }
 
 impl TurnBody {
@@ -75,6 +96,8 @@ impl TurnBody {
             started_at: r.started_at.map(UnixMs::millis),
             answered_at: r.answered_at.map(UnixMs::millis),
             finished_at: r.finished_at.map(UnixMs::millis),
+            events: None,
+            event_summary: None,
         }
     }
 }
@@ -166,6 +189,33 @@ pub async fn get(
     Query(q): Query<VerboseQuery>,
 ) -> Result<Json<TurnBody>, ApiError> {
     let row = app.store.turn(&turn_id).await.map_err(ApiError::store)?;
-    row.map(|r| Json(TurnBody::of(r, q.verbose)))
-        .ok_or_else(|| ApiError::NotFound(format!("no turn {}", echo(&turn_id))))
+    let row = row.ok_or_else(|| ApiError::NotFound(format!("no turn {}", echo(&turn_id))))?;
+    let rows = app
+        .store
+        .turn_events(&turn_id)
+        .await
+        .map_err(ApiError::store)?;
+    let events: Vec<TurnEventBody> = rows.into_iter().filter_map(event_body).collect();
+    let summary = summarize(events.iter().filter(|e| !e.stale).map(|e| &e.event));
+    let mut body = TurnBody::of(row, q.verbose);
+    body.events = Some(events);
+    body.event_summary = Some(summary);
+    Ok(Json(body))
+}
+
+/// A stored event as shown; one this version cannot read is left out (and logged).
+fn event_body(r: TurnEventRow) -> Option<TurnEventBody> {
+    match serde_json::from_str::<TurnEvent>(&r.body) {
+        Ok(event) => Some(TurnEventBody {
+            seq: r.seq,
+            kind: r.kind,
+            received_at: r.received_at.millis(),
+            stale: r.stale,
+            event,
+        }),
+        Err(e) => {
+            tracing::warn!(turn_id = %r.turn_id, seq = r.seq, error = %e, "a stored turn event cannot be read");
+            None
+        }
+    }
 }

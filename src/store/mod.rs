@@ -1,6 +1,6 @@
 //! Persistence: surfaces grouped by what they hold — the [`Database`] itself, the
-//! [`InboxStore`], [`SessionStore`], [`EventLog`], [`DecisionStore`], [`TurnStore`] (and
-//! [`TurnLeases`] across replicas), [`ApiCalls`] (every replica's Open API calls),
+//! [`InboxStore`], [`SessionStore`], [`EventLog`], [`DecisionStore`], [`TurnStore`] (its
+//! [`TurnEventStore`], and [`TurnLeases`] across replicas), [`ApiCalls`] (every replica's Open API calls),
 //! [`OutboundStore`], the batched [`FeedStore`] and the daily [`DigestStore`] — each
 //! implemented once, with the SQL written once, as generic code over the database
 //! (`sql`): [`SqliteStore`] and [`PgStore`] are that store on each, and `sqlite.rs` and
@@ -28,6 +28,7 @@ mod sessions;
 pub(crate) mod sql;
 mod sqlite;
 mod sqlite_inbox;
+mod turn_events;
 mod turn_leases;
 mod turns;
 mod writer_gate;
@@ -62,6 +63,7 @@ pub use postgres::PgStore;
 use secrecy::ExposeSecret;
 pub use sessions::{NewSession, SessionReset, SessionRow, SessionStore};
 pub use sqlite::SqliteStore;
+pub use turn_events::{AppendOutcome, NewTurnEvent, TurnEventLimits, TurnEventRow, TurnEventStore};
 pub use turn_leases::{OwnedTurn, ReplicaRow, TurnLeases, alive_since};
 pub use turns::{
     HistoryQuery, NewTurn, StartedTurn, TurnCompletion, TurnFilter, TurnRow, TurnStart, TurnState,
@@ -197,6 +199,7 @@ pub trait Store:
     + EventLog
     + DecisionStore
     + TurnStore
+    + TurnEventStore
     + TurnLeases
     + OutboundStore
     + FeedStore
@@ -213,6 +216,7 @@ impl<T> Store for T where
         + EventLog
         + DecisionStore
         + TurnStore
+        + TurnEventStore
         + TurnLeases
         + OutboundStore
         + FeedStore
