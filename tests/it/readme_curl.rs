@@ -349,3 +349,41 @@ async fn the_agent_output_block_completes_a_waiting_turn_under_sh_dash_and_bash(
     }
     app.stop().await.expect("clean stop");
 }
+
+#[tokio::test]
+async fn the_turn_event_block_is_stored_for_a_running_turn_under_sh_dash_and_bash() {
+    let db = TestDb::sqlite();
+    let (url, mut turns) = answers_later().await;
+    let mut app = TestApp::spawn(config(&config_toml(&db, &webhook_agent_toml(&url, 60)))).await;
+    let block = doc_block("turn-event", &addr(&app));
+    for shell in shells() {
+        let name = shell.file_name().unwrap_or_default().to_string_lossy();
+        let message_id = format!("om_work_{name}");
+        app.route(&Msg::group(&message_id, "book a trip").at_bot())
+            .await;
+        let turn = turns.recv().await.expect("the turn reaches the agent");
+        let turn_id = turn["turn_id"].as_str().unwrap_or_default().to_string();
+        let vars = [
+            ("TURN", turn_id.clone()),
+            ("SECRET", AGENT_SECRET.to_string()),
+        ];
+        let ran = run(&shell, &block, &vars).await;
+        let accepted = json!({"status": "accepted", "seq": 1, "duplicate": false, "stale": false});
+        assert_eq!(
+            answered(&ran),
+            (accepted, "200"),
+            "{}: {}",
+            shell.display(),
+            ran.stdout
+        );
+        let events = app.state.store.turn_events(&turn_id).await.expect("store");
+        assert_eq!(
+            events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(),
+            ["tool"]
+        );
+        // The turn ends with its answer, as the agent would send it.
+        assert!(app.state.callbacks.complete(&turn_id, "booked".into()));
+        assert_eq!(app.turn_ended(&message_id).await.state, "succeeded");
+    }
+    app.stop().await.expect("clean stop");
+}

@@ -77,7 +77,7 @@ mod tests {
             r#"{"seq":5,"kind":"text","text":"Hello!","mode":"full"}"#,
         ]
         .iter()
-        .map(|b| parse(b.as_bytes()).unwrap().event)
+        .map(|b| parse(b.as_bytes()).expect("valid").event)
         .collect();
         let s = summarize(&events);
         assert_eq!(s.text, "Hello!");

@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn reads_each_kind_and_refuses_what_does_not_fit() {
-        let ok = parse(br#"{"seq":1,"kind":"text","text":"hi","mode":"delta"}"#).unwrap();
+        let ok = parse(br#"{"seq":1,"kind":"text","text":"hi","mode":"delta"}"#).expect("valid");
         assert_eq!(ok.seq, 1);
         assert_eq!(ok.body, r#"{"kind":"text","text":"hi","mode":"delta"}"#);
         let tool = br#"{"seq":2,"kind":"tool","id":"t1","phase":"end","name":"grep","status":"ok","duration_ms":12}"#;

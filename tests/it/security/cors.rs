@@ -42,6 +42,7 @@ async fn no_answer_carries_cors_headers() {
         "/webhook/planner/event".into(),
         "/webhook/planner/card".into(),
         format!("/agent/planner/turns/{turn_id}/output"),
+        format!("/agent/planner/turns/{turn_id}/events"),
     ];
     for path in &paths {
         for method in ["GET", "POST", "DELETE"] {

@@ -30,6 +30,11 @@ pub const ROUTES: &[(&str, &str, Guard)] = &[
         "/agent/{profile}/turns/{turn_id}/output",
         Guard::Signed,
     ),
+    (
+        "POST",
+        "/agent/{profile}/turns/{turn_id}/events",
+        Guard::Signed,
+    ),
     ("GET", "/healthz", Guard::Open),
     ("GET", "/readyz", Guard::Open),
     ("GET", "/metrics", Guard::Metrics),
