@@ -2,7 +2,8 @@
 //! `POST /agent/{profile}/turns/{turn_id}/events` per event (see `docs/turns.md`, "Turn
 //! events"). This module holds the event kinds, their validation and bounds, and the
 //! summary a reader derives from a turn's events; the store keeps them
-//! ([`crate::store::TurnEventStore`]).
+//! ([`crate::store::TurnEventStore`]). The lengths the schema states are the ones
+//! `validate` checks.
 
 mod summary;
 mod validate;
@@ -61,7 +62,6 @@ pub enum TextMode {
 
 /// `kind: text`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct TextEvent {
     pub text: String,
     pub mode: TextMode,
@@ -90,15 +90,17 @@ pub enum ToolStatus {
 
 /// `kind: tool`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct ToolEvent {
     /// The tool call's id: the events of one call share it.
+    #[schema(min_length = 1, max_length = 128)]
     pub id: String,
     pub phase: ToolPhase,
     /// The tool's name.
+    #[schema(min_length = 1, max_length = 128)]
     pub name: String,
     /// What it was called with, in a few words.
     #[serde(default)]
+    #[schema(max_length = 1024)]
     pub input_summary: String,
     pub status: ToolStatus,
     /// How long it took (with `end`).
@@ -108,9 +110,9 @@ pub struct ToolEvent {
 
 /// `kind: status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct StatusEvent {
     /// One line.
+    #[schema(min_length = 1, max_length = 512)]
     pub text: String,
 }
 
@@ -126,16 +128,19 @@ pub enum AskStyle {
 
 /// `kind: ask`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct AskEvent {
     /// The question's id.
+    #[schema(min_length = 1, max_length = 128)]
     pub id: String,
+    #[schema(min_length = 1, max_length = 4096)]
     pub prompt: String,
     pub style: AskStyle,
     /// `select`: 2 to 20 choices; `confirm`: none (`yes`/`no`) or two labels.
     #[serde(default)]
+    #[schema(max_items = 20)]
     pub options: Vec<String>,
     /// How long the question stays open.
+    #[schema(minimum = 1, maximum = 86400)]
     pub timeout_secs: u64,
     /// The answer when it times out: one of the options (`yes`/`no` for a plain confirm).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,8 +149,8 @@ pub struct AskEvent {
 
 /// `kind: error`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct ErrorEvent {
+    #[schema(min_length = 1, max_length = 4096)]
     pub message: String,
 }
 

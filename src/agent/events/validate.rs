@@ -3,6 +3,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::redact::echo;
+
 use super::{AskEvent, AskStyle, ToolEvent, ToolPhase, ToolStatus, TurnEvent};
 
 /// The most bytes of an id (a tool call's, a question's).
@@ -53,16 +55,55 @@ pub fn parse(body: &[u8]) -> Result<ParsedEvent, EventError> {
         .and_then(|s| i64::try_from(s).ok())
         .filter(|s| *s >= 1)
         .ok_or_else(|| invalid("seq must be a whole number from 1"))?;
-    match object.get("kind") {
-        Some(Value::String(_)) => {}
+    let kind = match object.get("kind") {
+        Some(Value::String(k)) => k.clone(),
         Some(_) => return Err(invalid("kind must be a string")),
         None => return Err(invalid("kind is required")),
+    };
+    if let Some(fields) = fields_of(&kind)
+        && let Some(unknown) = object
+            .keys()
+            .find(|k| *k != "kind" && !fields.contains(&k.as_str()))
+    {
+        return Err(invalid(&format!(
+            "unknown field {:?} for kind {kind}: it takes {}",
+            echo(unknown),
+            fields.join(", ")
+        )));
     }
     let event: TurnEvent = serde_json::from_value(Value::Object(object))
         .map_err(|e| invalid(&format!("not a valid event: {e}")))?;
     check(&event).map_err(|m| invalid(&m))?;
     let body = serde_json::to_string(&event).map_err(|_| invalid("the event cannot be stored"))?;
     Ok(ParsedEvent { seq, event, body })
+}
+
+/// The fields each kind takes besides `seq` and `kind` (the schema's, which states no
+/// `additionalProperties`, since the kinds are its `oneOf` with `kind` beside them); an
+/// unknown kind is left to serde, which names the known ones.
+fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
+    Some(match kind {
+        "text" => &["text", "mode"],
+        "tool" => &[
+            "id",
+            "phase",
+            "name",
+            "input_summary",
+            "status",
+            "duration_ms",
+        ],
+        "status" => &["text"],
+        "ask" => &[
+            "id",
+            "prompt",
+            "style",
+            "options",
+            "timeout_secs",
+            "default",
+        ],
+        "error" => &["message"],
+        _ => return None,
+    })
 }
 
 fn invalid(message: &str) -> EventError {
@@ -176,6 +217,25 @@ mod tests {
             br#"{"seq":1,"kind":"error"}"#,
         ] {
             assert!(parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn every_field_a_kind_has_is_one_it_takes() {
+        for full in [
+            r#"{"seq":1,"kind":"text","text":"t","mode":"full"}"#,
+            r#"{"seq":1,"kind":"tool","id":"i","phase":"end","name":"n","input_summary":"s","status":"ok","duration_ms":1}"#,
+            r#"{"seq":1,"kind":"status","text":"s"}"#,
+            r#"{"seq":1,"kind":"ask","id":"i","prompt":"p","style":"select","options":["a","b"],"timeout_secs":5,"default":"a"}"#,
+            r#"{"seq":1,"kind":"error","message":"m"}"#,
+        ] {
+            let event = parse(full.as_bytes()).expect("valid").event;
+            let written = serde_json::to_value(&event).expect("json");
+            let fields = fields_of(event.kind()).expect("a kind");
+            for key in written.as_object().expect("object").keys() {
+                assert!(key == "kind" || fields.contains(&key.as_str()), "{key}");
+            }
+            assert_eq!(written.as_object().map(|o| o.len()), Some(fields.len() + 1));
         }
     }
 }
