@@ -2,7 +2,7 @@
 //! main chat's un-mentioned talk is gathered under the chat (`chat:oc_group`), and each
 //! session of the chat that is invoked — an @ in the main chat, one in a thread — is
 //! given the chat's background once; a message the feed gives is left out of the pending
-//! history (explain says `in_feed`); `/new` passes the chat's segments by; an openai
+//! history and the thread context (explain says `in_feed`); `/new` passes the chat's segments by; an openai
 //! session keeps the segments it read in its history, and a failed call reads none.
 
 use serde_json::Value;
@@ -202,4 +202,46 @@ async fn openai_keeps_segments(db: TestDb) {
 both_backends!(
     an_openai_session_keeps_its_segments_and_a_failed_call_reads_none,
     openai_keeps_segments
+);
+
+async fn thread_context_leaves_the_feed_out(db: TestDb) {
+    let text = config_toml(&db, "dry_run = true\n");
+    let text = format!(
+        "{text}\n[feed]\nenabled = true\nbatch_messages = 2\n\
+         [context]\nshared_thread_enabled = true\n"
+    );
+    let mut app = TestApp::spawn(config(&text)).await;
+    // The thread's first turn opens its session; the talk in it is that session's feed.
+    assert_eq!(
+        app.ask(&Msg::group("om_root", "a topic").at_bot()).await,
+        "answered"
+    );
+    for (id, said) in [("om_c1", "eight o'clock"), ("om_c2", "the usual place")] {
+        app.route(&Msg::group(id, said).in_thread("om_root")).await;
+    }
+    app.state.feed.tick().await.expect("tick");
+    let ask = Msg::group("om_q", "when and where?")
+        .at_bot()
+        .in_thread("om_root");
+    assert_eq!(fed(&mut app, &ask).await.split(' ').next(), Some("1"));
+    let e = app.explain("planner", "om_root", Some("om_q")).await;
+    assert_eq!(e.status, 200, "{}", e.text);
+    let reasons: Vec<&str> = e.json["excluded"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x["reason"].as_str())
+        .collect();
+    assert_eq!(
+        reasons.iter().filter(|r| **r == "in_feed").count(),
+        2,
+        "{reasons:?}"
+    );
+    let prompt = e.json["prompt_preview"].as_str().unwrap_or_default();
+    assert!(!prompt.contains("eight o'clock"), "{prompt}");
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    a_message_in_the_feed_is_left_out_of_the_thread_context,
+    thread_context_leaves_the_feed_out
 );

@@ -126,6 +126,8 @@ impl FakeOpenApi {
             .route("/open-apis/im/v1/messages/{id}", get(get_message))
             .route("/open-apis/im/v1/messages/{id}/reply", post(reply))
             .route("/open-apis/im/v1/messages", post(send))
+            .route("/open-apis/contact/v3/users/batch", get(users))
+            .route("/open-apis/im/v1/chats/{id}", get(chat))
             .fallback(unexpected)
             .with_state(fake.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -310,6 +312,34 @@ async fn bot_info(State(f): State<Arc<Fake>>, headers: HeaderMap) -> Response {
     }
     Json(json!({"code": 0, "msg": "ok", "bot": {"activate_status": 2, "open_id": KEYS.bot}}))
         .into_response()
+}
+
+/// Every user asked about has a name (at most 50 a call, as Feishu allows).
+async fn users(State(f): State<Arc<Fake>>, headers: HeaderMap, uri: Uri) -> Response {
+    if !f.authorized(&headers) {
+        return refuse(StatusCode::OK, 99991663, "invalid access token");
+    }
+    let query = uri.query().unwrap_or_default();
+    let ids: Vec<&str> = query
+        .split('&')
+        .filter_map(|pair| pair.strip_prefix("user_ids="))
+        .collect();
+    if ids.len() > 50 {
+        return refuse(StatusCode::BAD_REQUEST, 99992402, "field validation failed");
+    }
+    let items: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"open_id": id, "name": format!("User {id}")}))
+        .collect();
+    Json(json!({"code": 0, "msg": "success", "data": {"items": items}})).into_response()
+}
+
+/// Every chat has a name.
+async fn chat(State(f): State<Arc<Fake>>, headers: HeaderMap) -> Response {
+    if !f.authorized(&headers) {
+        return refuse(StatusCode::OK, 99991663, "invalid access token");
+    }
+    Json(json!({"code": 0, "msg": "success", "data": {"name": "Load group"}})).into_response()
 }
 
 /// No message is known: Feishu's "recalled or not found", which the bridge reads as gone.
