@@ -182,8 +182,10 @@ impl Feed {
     ) -> Result<Vec<FeedSegment>, StoreError> {
         let _one = self.work.lock().await;
         let key = session.session_key.as_str();
+        let chat_key = chat_feed_key(&session.chat_id);
         // A batch that came due just before the turn is packed for it, not after it.
-        if self.is_due(profile, key).await? {
+        let due = self.due(profile).await?;
+        if due.contains(key) {
             self.pack(profile, key).await?;
         }
         self.attach(profile, key).await?;
@@ -191,11 +193,10 @@ impl Feed {
         for segment in self.store.attached(profile, key).await? {
             out.push(self.given(profile, &segment, false).await?);
         }
-        let chat_key = chat_feed_key(&session.chat_id);
         if key == chat_key || session.chat_type == ChatType::P2p {
             return Ok(out);
         }
-        if self.is_due(profile, &chat_key).await? {
+        if due.contains(&chat_key) {
             self.pack(profile, &chat_key).await?;
         }
         let limit = self.config.feed.max_unread_segments as i64;
@@ -303,15 +304,13 @@ impl Feed {
         Ok(out)
     }
 
-    /// Whether the session's gathered messages are due: the batch size, or the wait.
-    async fn is_due(&self, profile: &str, session_key: &str) -> Result<bool, StoreError> {
+    /// The feed keys of `profile` whose gathered messages are due: the batch size, or
+    /// the wait (one query for both).
+    async fn due(&self, profile: &str) -> Result<BTreeSet<String>, StoreError> {
         let batch = self.config.feed.batch_messages as i64;
-        if self.store.gathered_count(profile, session_key).await? >= batch {
-            return Ok(true);
-        }
         let waited_since = self.clock.now() - self.max_wait();
         let due = self.store.feed_due(profile, batch, waited_since).await?;
-        Ok(due.iter().any(|k| k == session_key))
+        Ok(due.into_iter().collect())
     }
 
     fn max_wait(&self) -> Duration {

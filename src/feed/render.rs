@@ -17,11 +17,8 @@ pub async fn named(
     let Some(names) = names else {
         return items;
     };
-    let senders: Vec<&str> = items.iter().map(|i| i.sender.as_str()).collect();
-    let known = names.users(profile, &senders).await;
-    for item in &mut items {
-        item.sender = crate::names::relabel(&known, &item.sender);
-    }
+    let senders = items.iter_mut().map(|i| &mut i.sender).collect();
+    names.relabel_users(profile, senders).await;
     items
 }
 

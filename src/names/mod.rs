@@ -161,6 +161,18 @@ impl Names {
         self.names(profile, NameKind::User, &ids).await
     }
 
+    /// Each of `labels` that is a bare open_id with a known name is replaced by it (the
+    /// others are queued for the lookup, and stay as they are this time).
+    pub async fn relabel_users(&self, profile: &str, labels: Vec<&mut String>) {
+        let shown: Vec<&str> = labels.iter().map(|l| l.as_str()).collect();
+        let known = self.users(profile, &shown).await;
+        for label in labels {
+            if let Some(name) = known.get(label.as_str()) {
+                *label = name.clone();
+            }
+        }
+    }
+
     /// [`Self::names`], for background work that can wait: what is not cached is looked
     /// up first.
     pub async fn names_now(

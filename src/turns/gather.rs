@@ -236,14 +236,18 @@ impl Gatherer {
         let Some(names) = &self.names else {
             return;
         };
-        let mut labels: Vec<&str> = g.selected().map(|s| s.author_label.as_str()).collect();
-        labels.push(job.sender_open_id.as_str());
-        let known = names.users(&job.profile, &labels).await;
-        for s in g.thread.selected.iter_mut().chain(&mut g.history.selected) {
-            s.author_label = crate::names::relabel(&known, &s.author_label);
-        }
-        if let Some(name) = known.get(&job.sender_open_id) {
-            g.requester = Some(name.clone());
+        let mut requester = job.sender_open_id.clone();
+        let mut labels: Vec<&mut String> = g
+            .thread
+            .selected
+            .iter_mut()
+            .chain(&mut g.history.selected)
+            .map(|s| &mut s.author_label)
+            .collect();
+        labels.push(&mut requester);
+        names.relabel_users(&job.profile, labels).await;
+        if requester != job.sender_open_id {
+            g.requester = Some(requester);
         }
     }
 
