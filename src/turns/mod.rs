@@ -25,9 +25,11 @@ pub mod card;
 mod carry;
 mod deliver;
 mod duties;
+mod follow;
 mod gather;
 mod job;
 mod order;
+mod panels;
 mod persist;
 pub mod queue;
 mod recovery;
@@ -36,5 +38,6 @@ mod stream;
 
 pub use duties::ReplicaDuties;
 pub use job::{Outcome, TurnDone, TurnJob};
+pub use panels::ACTION_ANSWER;
 pub use recovery::{Recovered, Recovery};
 pub use runner::{RunnerParts, TurnRunner};
