@@ -185,7 +185,10 @@ impl AnswerSender {
                 Ok(Some(c)) => {
                     let answered = c.ask.answered_at.unwrap_or(now);
                     if now.millis().saturating_sub(answered.millis()) > millis(PATIENCE) {
-                        tracing::warn!(turn_id, "an ask's answer was not delivered to the agent in time; given up");
+                        tracing::warn!(
+                            turn_id,
+                            "an ask's answer was not delivered to the agent in time; given up"
+                        );
                         return;
                     }
                     match self.attempt(&c).await {
@@ -219,7 +222,10 @@ impl AnswerSender {
         {
             Ok(true) => tracing::info!(turn_id, "an ask's answer was delivered to the agent"),
             Ok(false) => {
-                tracing::warn!(turn_id, "an ask's answer was delivered after its claim ran out")
+                tracing::warn!(
+                    turn_id,
+                    "an ask's answer was delivered after its claim ran out"
+                )
             }
             Err(e) => {
                 tracing::warn!(turn_id, reason = %e.reason(), "an ask's delivery was not recorded: it may be delivered again")
@@ -296,7 +302,10 @@ mod tests {
         assert_eq!(id, delivery_id("turn_1", "q 1/ü"));
         assert_ne!(id, delivery_id("turn_1", "q 2"));
         assert_ne!(delivery_id("turn_1x", ""), delivery_id("turn_1", "x"));
-        assert!(id.starts_with("answer_") && id.is_ascii() && id.len() == 39, "{id}");
+        assert!(
+            id.starts_with("answer_") && id.is_ascii() && id.len() == 39,
+            "{id}"
+        );
     }
 
     #[test]

@@ -327,8 +327,15 @@ fn write_turn(out: &mut String, t: &TurnOutcome) {
             (None, "timed_out") => " by its timeout".into(),
             _ => String::new(),
         };
-        let at = a.answered_at.map(|t| format!(" at {t}")).unwrap_or_default();
-        let answer = a.answer.as_deref().map(|v| format!(": {v}")).unwrap_or_default();
+        let at = a
+            .answered_at
+            .map(|t| format!(" at {t}"))
+            .unwrap_or_default();
+        let answer = a
+            .answer
+            .as_deref()
+            .map(|v| format!(": {v}"))
+            .unwrap_or_default();
         line(
             out,
             &format!("ask          {} {}{answer}{by}{at}", a.ask_id, a.state),

@@ -13,8 +13,8 @@ use utoipa::OpenApi;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
-    AppState, agent_callback, api_doc::ApiDoc, asks, digests, error, explain, feed, health, metrics,
-    reshape, sessions, status, turn_events, turns, verdicts, webhook,
+    AppState, agent_callback, api_doc::ApiDoc, asks, digests, error, explain, feed, health,
+    metrics, reshape, sessions, status, turn_events, turns, verdicts, webhook,
 };
 
 /// Every route, with its OpenAPI description (no state, no layers).

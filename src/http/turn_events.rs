@@ -14,8 +14,7 @@ use super::{ApiError, AppState, ErrorBody, agent_callback::authenticate, extract
 use crate::{
     agent::events::{
         self, EventError, MAX_BYTES_PER_TURN, MAX_EVENT_BYTES, MAX_EVENTS_PER_TURN, TurnEvent,
-        TurnEventNote,
-        TurnEventRequest,
+        TurnEventNote, TurnEventRequest,
     },
     protocol::Rejection,
     redact::echo,

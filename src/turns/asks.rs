@@ -70,7 +70,10 @@ fn toast_of(outcome: &AnswerOutcome, presser: &str) -> Value {
     match outcome {
         AnswerOutcome::Answered(row) => toast(
             "success",
-            &format!("Answer recorded: {}", row.answer.as_deref().unwrap_or_default()),
+            &format!(
+                "Answer recorded: {}",
+                row.answer.as_deref().unwrap_or_default()
+            ),
         ),
         AnswerOutcome::AlreadyAnswered(row) if !row.timed_out => {
             let who = match row.answered_by.as_deref() {
@@ -90,11 +93,7 @@ fn toast_of(outcome: &AnswerOutcome, presser: &str) -> Value {
 }
 
 /// An ask just answered (or timed out): the card is told, and the agent will be.
-fn settled(
-    notes: &broadcast::Sender<TurnEventNote>,
-    answers: &Arc<AnswerSender>,
-    row: &AskRow,
-) {
+fn settled(notes: &broadcast::Sender<TurnEventNote>, answers: &Arc<AnswerSender>, row: &AskRow) {
     // Nobody listening is fine: the card also reads the store.
     let _ = notes.send(TurnEventNote {
         turn_id: row.turn_id.clone(),
@@ -135,7 +134,9 @@ impl AskDuty {
                     settled(&self.notes, &self.answers, row);
                 }
             }
-            Err(e) => tracing::debug!(reason = %e.reason(), "asks past their deadline not looked at"),
+            Err(e) => {
+                tracing::debug!(reason = %e.reason(), "asks past their deadline not looked at")
+            }
         }
         self.answers.sweep().await;
     }

@@ -18,7 +18,7 @@ deadline, answer, answered_by, answered_at, timed_out, delivered_at";
 /// Whether the ask's turn still runs (the condition of every write after its creation).
 const TURN_RUNNING: &str = "turn_id IN (SELECT turn_id FROM turns WHERE state = 'running')";
 
-const EXISTS: &str = "SELECT 1 FROM turn_asks WHERE turn_id = $1 AND ask_id = $2";
+const EXISTS: &str = "SELECT COUNT(*) FROM turn_asks WHERE turn_id = $1 AND ask_id = $2";
 
 const INSERT: &str = "\
 INSERT INTO turn_asks (turn_id, ask_id, seq, profile, prompt, style, options_json, default_value,
@@ -81,12 +81,12 @@ pub(super) async fn exists<DB: Dialect>(
     turn_id: &str,
     ask_id: &str,
 ) -> Result<bool, StoreError> {
-    let found: Option<i64> = sqlx::query_scalar(EXISTS)
+    let found: i64 = sqlx::query_scalar(EXISTS)
         .bind(turn_id)
         .bind(ask_id)
-        .fetch_optional(&mut *conn)
+        .fetch_one(&mut *conn)
         .await?;
-    Ok(found.is_some())
+    Ok(found > 0)
 }
 
 /// Creates the ask of an `ask` event (in the event's transaction).
