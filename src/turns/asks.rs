@@ -6,11 +6,10 @@
 
 use std::{sync::Arc, time::Duration};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::broadcast;
-use tokio_util::sync::CancellationToken;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use super::buttons::{ButtonContext, toast};
 use crate::{
     agent::{answer::AnswerSender, events::TurnEventNote},
     store::{AnswerOutcome, AskRow, AskStore, TurnRow},
@@ -26,10 +25,24 @@ pub const TIMEOUT_PERIOD: Duration = Duration::from_secs(1);
 /// How long a press's answer waits for the answer to be stored.
 const ANSWER_WITHIN: Duration = Duration::from_millis(1000);
 
+/// What answering a press needs (the buttons' context lends it).
+pub(super) struct Answering<'a> {
+    pub store: Arc<dyn AskStore>,
+    pub notes: broadcast::Sender<TurnEventNote>,
+    pub answers: Arc<AnswerSender>,
+    /// Where the write runs (the shutdown waits for it).
+    pub background: &'a TaskTracker,
+}
+
+/// A toast answer.
+fn toast(kind: &str, content: &str) -> Value {
+    json!({"toast": {"type": kind, "content": content}})
+}
+
 /// Answers an `answer` press of `presser` (an open_id) on `turn`'s card, whose value is
 /// `value`; the press is already known to be allowed.
 pub(super) async fn answer(
-    cx: &ButtonContext<'_>,
+    cx: Answering<'_>,
     turn: &TurnRow,
     value: &Value,
     presser: Option<&str>,
@@ -41,11 +54,16 @@ pub(super) async fn answer(
     let Some(by) = presser.map(str::to_string) else {
         return toast("error", "You cannot do that for this conversation.");
     };
-    let (store, notes, answers) = (cx.asks.clone(), cx.notes.clone(), cx.answers.clone());
+    let Answering {
+        store,
+        notes,
+        answers,
+        background,
+    } = cx;
     let turn_id = turn.turn_id.clone();
     let by_in = by.clone();
     // In a task of its own: a slow database delays the answer, never Feishu's toast.
-    let stored = cx.background.spawn(async move {
+    let stored = background.spawn(async move {
         let outcome = store
             .answer_ask(&turn_id, &ask_id, &choice, &by_in, UnixMs::now())
             .await;

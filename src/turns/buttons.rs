@@ -113,7 +113,7 @@ impl Press {
 const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_millis(1000);
 
 /// A toast answer.
-pub(super) fn toast(kind: &str, content: &str) -> Value {
+fn toast(kind: &str, content: &str) -> Value {
     json!({"toast": {"type": kind, "content": content}})
 }
 
@@ -148,7 +148,13 @@ pub async fn answer(
         ACTION_STOP => stop(&cx, turn),
         ACTION_ANSWER => {
             let value = press.object().unwrap_or_default();
-            asks::answer(&cx, &turn, &value, press.operator.open_id.as_deref()).await
+            let answering = asks::Answering {
+                store: cx.asks.clone(),
+                notes: cx.notes.clone(),
+                answers: cx.answers.clone(),
+                background: cx.background,
+            };
+            asks::answer(answering, &turn, &value, press.operator.open_id.as_deref()).await
         }
         ACTION_NEW_SESSION => match job {
             Some(job) => new_session(&cx, turn, job.history_scope).await,
