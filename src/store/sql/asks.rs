@@ -221,7 +221,7 @@ impl<DB: Dialect> AskStore for SqlStore<DB> {
             let rows: Vec<Stored> = sqlx::query_as(&q).bind(now).fetch_all(&mut *tx).await?;
             tx.commit().await?;
             let mut rows: Vec<AskRow> = rows.into_iter().map(AskRow::from).collect();
-            rows.sort_by(|a, b| a.deadline.cmp(&b.deadline));
+            rows.sort_by_key(|a| a.deadline);
             Ok(rows)
         })
         .await
