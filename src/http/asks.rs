@@ -117,7 +117,9 @@ pub async fn get(
             "wait_secs is at most {MAX_WAIT_SECS}"
         )));
     }
-    let until = Instant::now() + Duration::from_secs(wait);
+    // The answer must leave before the request's own timeout cuts it off with a 408.
+    let room = app.config.server.request_timeout_secs.saturating_sub(1);
+    let until = Instant::now() + Duration::from_secs(wait.min(room));
     // Subscribed before the first read: an answer stored in between still wakes us.
     let mut notes = app.turn_events.subscribe();
     loop {
