@@ -5,9 +5,11 @@
 //! same thing.
 
 use crate::{
-    context::report::{ExcludedItem, Explanation, FeedSegmentUsed, SelectedItem, TurnOutcome},
+    context::report::{
+        AskOutcome, ExcludedItem, Explanation, FeedSegmentUsed, SelectedItem, TurnOutcome,
+    },
     redact::echo,
-    store::{DecisionRow, DecisionStore, FeedStore, StoreError, TurnStore},
+    store::{AskStore, DecisionRow, DecisionStore, FeedStore, StoreError, TurnState, TurnStore},
 };
 
 /// Which decision to explain.
@@ -40,7 +42,7 @@ impl Query<'_> {
 /// Finds and explains a decision; `None` when there is none.
 pub async fn load<S>(store: &S, q: &Query<'_>) -> Result<Option<Explanation>, StoreError>
 where
-    S: DecisionStore + TurnStore + FeedStore + ?Sized,
+    S: DecisionStore + TurnStore + FeedStore + AskStore + ?Sized,
 {
     let row = match q.decision_id {
         Some(id) => store.decision(id).await?.filter(|d| {
@@ -56,12 +58,26 @@ where
         return Ok(None);
     };
     let turn = store.turn_of_decision(row.id).await?;
-    let feed = match &turn {
-        Some(t) => store.read_by(&t.turn_id).await?,
-        None => Vec::new(),
+    let (feed, asks) = match &turn {
+        Some(t) => (
+            store.read_by(&t.turn_id).await?,
+            store.turn_asks(&t.turn_id).await?,
+        ),
+        None => (Vec::new(), Vec::new()),
     };
     let mut e = explain(row, q.verbose);
     e.turn = turn.map(|t| TurnOutcome {
+        asks: asks
+            .into_iter()
+            .map(|a| AskOutcome {
+                state: a.state(t.state == TurnState::Running).to_string(),
+                answered_at: a.answered_at.map(|at| at.millis()),
+                ask_id: a.ask_id,
+                prompt: a.prompt,
+                answer: a.answer,
+                answered_by: a.answered_by,
+            })
+            .collect(),
         feed_segments: feed
             .iter()
             .map(|s| FeedSegmentUsed {

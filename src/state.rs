@@ -100,6 +100,8 @@ pub struct App {
     pub names: Arc<crate::names::Names>,
     /// Where timed work reads the time.
     pub clock: Arc<dyn Clock>,
+    /// Delivers the answers of agents' questions.
+    pub answers: Arc<crate::agent::answer::AnswerSender>,
 }
 
 impl App {
@@ -111,6 +113,8 @@ impl App {
             config: self.config.clone(),
             queues: self.queues.clone(),
             background: self.background.clone(),
+            notes: self.turn_events.clone(),
+            answers: self.answers.clone(),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Agent backends: what a turn's prompt is handed to.
 
+pub mod answer;
 mod echo;
 pub mod events;
 pub mod openai;

@@ -14,7 +14,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::state::{App, AppState, ProfileKeys};
 use crate::{
-    agent::PendingCallbacks,
+    agent::{
+        PendingCallbacks,
+        answer::{AnswerParts, AnswerSender},
+    },
     config::{Config, Connection},
     digest::Digest,
     feed::Feed,
@@ -28,7 +31,7 @@ use crate::{
     names::Names,
     store::{self, Store},
     telemetry::Metrics,
-    turns::{Recovery, ReplicaDuties, RunnerParts, TurnRunner, queue::SessionQueues},
+    turns::{AskDuty, Recovery, ReplicaDuties, RunnerParts, TurnRunner, queue::SessionQueues},
     util::{Clock, SystemClock},
 };
 
@@ -118,10 +121,26 @@ impl Bridge {
             writers,
             stops.committer.clone(),
         );
-        let app = Arc::new(assemble(config, store, committer, metrics, clock));
+        let app = Arc::new(assemble(
+            config,
+            store,
+            committer,
+            metrics,
+            clock,
+            stops.worker.clone(),
+        ));
         if app.config.worker.enabled {
             tasks.push(start_worker(&app, wake, &stops));
         }
+        tasks.push(tokio::spawn(
+            AskDuty {
+                store: app.store.clone(),
+                answers: app.answers.clone(),
+                notes: app.turn_events.clone(),
+                clock: app.clock.clone(),
+            }
+            .run(stops.worker.clone()),
+        ));
         if app.config.names.enabled {
             tasks.push(tokio::spawn(app.names.clone().run(stops.worker.clone())));
         }
@@ -234,6 +253,7 @@ fn assemble(
     committer: Committer,
     metrics: Metrics,
     clock: Arc<dyn Clock>,
+    stop: CancellationToken,
 ) -> App {
     let config = Arc::new(config);
     let http = crate::config::clients::open_api(&config.egress, Duration::from_secs(10));
@@ -294,6 +314,15 @@ fn assemble(
         .with_names(names.clone())
         .with_clients(clients.clone()),
     );
+    let background = tokio_util::task::TaskTracker::new();
+    let answers = Arc::new(AnswerSender::new(AnswerParts {
+        http: agent_http.clone(),
+        config: config.clone(),
+        store: store.clone(),
+        clock: clock.clone(),
+        tasks: background.clone(),
+        stop,
+    }));
     App {
         config,
         profiles,
@@ -314,7 +343,8 @@ fn assemble(
         digest,
         names,
         clock,
-        background: tokio_util::task::TaskTracker::new(),
+        background,
+        answers,
         connections: Arc::default(),
     }
 }

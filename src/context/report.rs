@@ -81,6 +81,23 @@ pub struct TurnOutcome {
     pub output_chars: Option<usize>,
     /// The batched-feed segments it used, oldest first.
     pub feed_segments: Vec<FeedSegmentUsed>,
+    /// The questions its agent asked, in order, and who answered them when.
+    pub asks: Vec<AskOutcome>,
+}
+
+/// A question a turn's agent asked, and its answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AskOutcome {
+    /// The ask's id.
+    pub ask_id: String,
+    pub prompt: String,
+    /// `open`, `answered`, `timed_out` or `closed`.
+    pub state: String,
+    pub answer: Option<String>,
+    /// The presser's open_id (none for a timeout).
+    pub answered_by: Option<String>,
+    /// Unix ms.
+    pub answered_at: Option<i64>,
 }
 
 /// A batched-feed segment a turn used.
@@ -302,6 +319,26 @@ fn write_turn(out: &mut String, t: &TurnOutcome) {
                 t.feed_segments.len(),
                 each.join(", ")
             ),
+        );
+    }
+    for a in &t.asks {
+        let by = match (&a.answered_by, a.state.as_str()) {
+            (Some(by), _) => format!(" by {by}"),
+            (None, "timed_out") => " by its timeout".into(),
+            _ => String::new(),
+        };
+        let at = a
+            .answered_at
+            .map(|t| format!(" at {t}"))
+            .unwrap_or_default();
+        let answer = a
+            .answer
+            .as_deref()
+            .map(|v| format!(": {v}"))
+            .unwrap_or_default();
+        line(
+            out,
+            &format!("ask          {} {}{answer}{by}{at}", a.ask_id, a.state),
         );
     }
 }

@@ -62,6 +62,9 @@ pub enum ApiError {
     /// 404: no turn of this profile under this id.
     #[error("no turn {} of this profile", redact::echo(.0))]
     NoSuchTurn(String),
+    /// 404: no ask under this id in the turn.
+    #[error("no ask {} in this turn", redact::echo(.0))]
+    UnknownAsk(String),
     /// 422: a JSON body that is not what the endpoint takes (the message says why).
     #[error("{0}")]
     InvalidTurnEvent(String),
@@ -147,6 +150,7 @@ impl ApiError {
             Self::RouteNotFound => "route_not_found",
             Self::NotFound(_) => "not_found",
             Self::UnknownTurn(_) | Self::NoSuchTurn(_) => "unknown_turn",
+            Self::UnknownAsk(_) => "unknown_ask",
             Self::InvalidTurnEvent(_) => "invalid_turn_event",
             Self::BadRequest(_) => "bad_request",
             Self::Conflict(code, _) => code,
@@ -171,7 +175,8 @@ impl ApiError {
             | Self::RouteNotFound
             | Self::NotFound(_)
             | Self::UnknownTurn(_)
-            | Self::NoSuchTurn(_) => StatusCode::NOT_FOUND,
+            | Self::NoSuchTurn(_)
+            | Self::UnknownAsk(_) => StatusCode::NOT_FOUND,
             Self::InvalidTurnEvent(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Conflict(..) => StatusCode::CONFLICT,

@@ -3,6 +3,7 @@
 
 mod agent_callback;
 mod api_doc;
+mod asks;
 mod auth;
 mod card_callback;
 mod digests;

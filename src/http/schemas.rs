@@ -59,6 +59,25 @@ pub struct TurnOutcomeSchema {
     output_chars: Option<usize>,
     /// The batched-feed segments it used, oldest first.
     feed_segments: Vec<FeedSegmentUsedSchema>,
+    /// The questions its agent asked, in order, and who answered them when.
+    asks: Vec<AskOutcomeSchema>,
+}
+
+/// A question a turn's agent asked, and its answer.
+#[derive(ToSchema)]
+#[schema(as = AskOutcome)]
+#[allow(dead_code)] // a schema only: never built
+pub struct AskOutcomeSchema {
+    /// The ask's id.
+    ask_id: String,
+    prompt: String,
+    /// `open`, `answered`, `timed_out` or `closed`.
+    state: String,
+    answer: Option<String>,
+    /// The presser's open_id (none for a timeout).
+    answered_by: Option<String>,
+    /// Unix ms.
+    answered_at: Option<i64>,
 }
 
 /// A batched-feed segment a turn used.
@@ -125,7 +144,9 @@ mod tests {
     };
 
     use super::*;
-    use crate::context::report::{ExcludedItem, Explanation, SelectedItem, TurnOutcome};
+    use crate::context::report::{
+        AskOutcome, ExcludedItem, Explanation, SelectedItem, TurnOutcome,
+    };
 
     fn properties(schema: RefOr<Schema>) -> BTreeSet<String> {
         match schema {
@@ -157,6 +178,14 @@ mod tests {
             reason: "own_output".into(),
             created_at: Some(crate::util::UnixMs(1)),
         };
+        let ask = AskOutcome {
+            ask_id: "q1".into(),
+            prompt: "Deploy?".into(),
+            state: "answered".into(),
+            answer: Some("yes".into()),
+            answered_by: Some("ou_a".into()),
+            answered_at: Some(2),
+        };
         let turn = TurnOutcome {
             turn_id: "turn_1".into(),
             state: "succeeded".into(),
@@ -167,6 +196,7 @@ mod tests {
                 segment_id: 1,
                 items: 2,
             }],
+            asks: vec![ask.clone()],
         };
         let explanation = Explanation {
             decision_id: 1,
@@ -198,6 +228,7 @@ mod tests {
                 ExcludedItemSchema::schema(),
             ),
             (serde_json::to_value(&turn), TurnOutcomeSchema::schema()),
+            (serde_json::to_value(&ask), AskOutcomeSchema::schema()),
             (
                 serde_json::to_value(&explanation),
                 ExplanationSchema::schema(),

@@ -13,12 +13,12 @@ use utoipa::ToSchema;
 use super::{ApiError, AppState, ErrorBody, agent_callback::authenticate, extract::Path};
 use crate::{
     agent::events::{
-        self, EventError, MAX_BYTES_PER_TURN, MAX_EVENT_BYTES, MAX_EVENTS_PER_TURN, TurnEventNote,
-        TurnEventRequest,
+        self, EventError, MAX_BYTES_PER_TURN, MAX_EVENT_BYTES, MAX_EVENTS_PER_TURN, TurnEvent,
+        TurnEventNote, TurnEventRequest,
     },
     protocol::Rejection,
     redact::echo,
-    store::{AppendOutcome, NewTurnEvent, TurnEventLimits},
+    store::{AppendOutcome, NewAsk, NewTurnEvent, TurnEventLimits},
 };
 
 /// What became of an event.
@@ -48,7 +48,7 @@ pub struct EventAccepted {
         (status = 400, description = "`malformed_json`: not a JSON object, or `bad_request`: a path parameter is not valid UTF-8", body = ErrorBody),
         (status = 401, description = "`bad_signature`", body = ErrorBody),
         (status = 404, description = "`unknown_profile`, or `unknown_turn`: no turn of this profile under this id", body = ErrorBody),
-        (status = 409, description = "`seq_conflict`: another event is stored under this seq; `turn_not_started`: the turn is still queued; `turn_ended`; `turn_events_full`: the turn's count or byte bound would be passed", body = ErrorBody),
+        (status = 409, description = "`seq_conflict`: another event is stored under this seq; `ask_conflict`: an ask with this id was asked before in the turn; `turn_not_started`: the turn is still queued; `turn_ended`; `turn_events_full`: the turn's count or byte bound would be passed", body = ErrorBody),
         (status = 413, description = "`payload_too_large`: the body is over 16 KiB", body = ErrorBody),
         (status = 422, description = "`invalid_turn_event`: an unknown kind, a missing or unknown field, a value out of range, a string too long", body = ErrorBody),
         (status = 503, description = "`store_unavailable`: nothing was stored; send it again", body = ErrorBody),
@@ -74,6 +74,17 @@ pub async fn post(
         kind: parsed.event.kind(),
         body: &parsed.body,
         now: app.clock.now(),
+        ask: match &parsed.event {
+            TurnEvent::Ask(a) => Some(NewAsk {
+                ask_id: &a.id,
+                prompt: &a.prompt,
+                style: a.style.as_str(),
+                options: &a.options,
+                default_value: a.timeout_answer(),
+                timeout_secs: a.timeout_secs,
+            }),
+            _ => None,
+        },
     };
     let limits = TurnEventLimits {
         max_events: MAX_EVENTS_PER_TURN,
@@ -106,6 +117,10 @@ pub async fn post(
         AppendOutcome::Conflict => Err(ApiError::Conflict(
             "seq_conflict",
             format!("another event is stored under seq {seq}"),
+        )),
+        AppendOutcome::AskConflict => Err(ApiError::Conflict(
+            "ask_conflict",
+            "an ask with this id was asked before in this turn".into(),
         )),
         AppendOutcome::UnknownTurn => Err(ApiError::NoSuchTurn(turn_id)),
         AppendOutcome::NotStarted => Err(ApiError::Conflict(

@@ -7,6 +7,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::{
     Admin, AdminErrors, ApiError, ErrorBody,
+    asks::AskBody,
     extract::{Path, Query},
 };
 use crate::{
@@ -59,6 +60,9 @@ pub struct TurnBody {
     /// What those events add up to, stale ones left out (one turn only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_summary: Option<TurnEventSummary>,
+    /// The agent's questions, in seq order, and their answers (one turn only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asks: Option<Vec<AskBody>>,
 }
 
 /// One stored turn event.
@@ -98,6 +102,7 @@ impl TurnBody {
             finished_at: r.finished_at.map(UnixMs::millis),
             events: None,
             event_summary: None,
+            asks: None,
         }
     }
 }
@@ -197,9 +202,16 @@ pub async fn get(
         .map_err(ApiError::store)?;
     let events: Vec<TurnEventBody> = rows.into_iter().filter_map(event_body).collect();
     let summary = summarize(events.iter().filter(|e| !e.stale).map(|e| &e.event));
+    let asks = app
+        .store
+        .turn_asks(&turn_id)
+        .await
+        .map_err(ApiError::store)?;
+    let running = row.state == TurnState::Running;
     let mut body = TurnBody::of(row, q.verbose);
     body.events = Some(events);
     body.event_summary = Some(summary);
+    body.asks = Some(asks.into_iter().map(|a| AskBody::of(a, running)).collect());
     Ok(Json(body))
 }
 

@@ -87,6 +87,10 @@ pub struct Presses {
     pub queues: SessionQueues,
     /// Where work outliving its answer runs; the shutdown waits for it.
     pub background: TaskTracker,
+    /// Where a stored answer to an agent's question is announced.
+    pub notes: tokio::sync::broadcast::Sender<crate::agent::events::TurnEventNote>,
+    /// What delivers such an answer to the agent.
+    pub answers: Arc<crate::agent::answer::AnswerSender>,
 }
 
 impl Presses {
@@ -173,6 +177,9 @@ impl Press {
                     sessions: state.store.clone(),
                     queues: &state.queues,
                     background: &state.background,
+                    asks: state.store.clone(),
+                    notes: state.notes.clone(),
+                    answers: state.answers.clone(),
                 };
                 buttons::answer(cx, &row.profile, &row.event_type, &row.payload).await
             }

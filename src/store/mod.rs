@@ -1,6 +1,6 @@
 //! Persistence: surfaces grouped by what they hold — the [`Database`] itself, the
 //! [`InboxStore`], [`SessionStore`], [`EventLog`], [`DecisionStore`], [`TurnStore`] (its
-//! [`TurnEventStore`], and [`TurnLeases`] across replicas), [`ApiCalls`] (every replica's Open API calls),
+//! [`TurnEventStore`] and [`AskStore`], and [`TurnLeases`] across replicas), [`ApiCalls`] (every replica's Open API calls),
 //! [`OutboundStore`], the batched [`FeedStore`] and the daily [`DigestStore`] — each
 //! implemented once, with the SQL written once, as generic code over the database
 //! (`sql`): [`SqliteStore`] and [`PgStore`] are that store on each, and `sqlite.rs` and
@@ -13,6 +13,7 @@
 //! answering surfaces as [`StoreError::Timeout`] instead of a hung request.
 
 mod api_calls;
+mod asks;
 mod database;
 mod decisions;
 mod digests;
@@ -38,6 +39,7 @@ use std::{sync::Arc, time::Duration};
 /// The records the event log is written from (they live on the ground floor, `vocab`).
 pub use crate::vocab::{NewContextEvent, NewItem};
 pub use api_calls::{ApiCalls, CallLimits, CallRoom};
+pub use asks::{AnswerOutcome, AskRow, AskState, AskStore, ClaimedAnswer, NewAsk};
 pub use database::Database;
 pub use decisions::{DecisionRow, DecisionStore, NewDecision};
 pub use digests::{
@@ -200,6 +202,7 @@ pub trait Store:
     + DecisionStore
     + TurnStore
     + TurnEventStore
+    + AskStore
     + TurnLeases
     + OutboundStore
     + FeedStore
@@ -217,6 +220,7 @@ impl<T> Store for T where
         + DecisionStore
         + TurnStore
         + TurnEventStore
+        + AskStore
         + TurnLeases
         + OutboundStore
         + FeedStore

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use super::StoreError;
+use super::{NewAsk, StoreError};
 use crate::util::UnixMs;
 
 /// An event to store, already validated.
@@ -19,6 +19,8 @@ pub struct NewTurnEvent<'a> {
     /// The event as JSON, without `seq` (compared byte for byte with a repeat).
     pub body: &'a str,
     pub now: UnixMs,
+    /// The question an `ask` event asks, created with it.
+    pub ask: Option<NewAsk<'a>>,
 }
 
 /// The bounds of one turn's events.
@@ -39,6 +41,8 @@ pub enum AppendOutcome {
     Duplicate { stale: bool },
     /// Another event was stored under this seq.
     Conflict,
+    /// An `ask` whose id was asked before in the turn (under another seq).
+    AskConflict,
     /// No turn of this profile under this id.
     UnknownTurn,
     /// The turn is still queued: it was not handed to the agent yet.
@@ -65,9 +69,9 @@ pub struct TurnEventRow {
 /// Turn events.
 #[async_trait]
 pub trait TurnEventStore: Send + Sync + 'static {
-    /// Stores an event of a running turn, in one transaction that holds the turn's row:
-    /// a repeat, a conflict, an unknown, queued or ended turn, or a passed bound stores
-    /// nothing.
+    /// Stores an event of a running turn, in one transaction that holds the turn's row,
+    /// with the ask of an `ask` event: a repeat, a conflict, an ask id used before, an
+    /// unknown, queued or ended turn, or a passed bound stores nothing.
     async fn append_turn_event(
         &self,
         e: &NewTurnEvent<'_>,

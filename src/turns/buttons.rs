@@ -1,5 +1,6 @@
-//! Card buttons: the stop button of a running answer's card and the "new session"
-//! button of a finished one. Feishu wants an answer within 3 seconds, so the answer (a
+//! Card buttons: the stop button of a running answer's card, the "new session"
+//! button of a finished one, and the answer buttons of an agent's question (their work
+//! is in [`super::asks`]). Feishu wants an answer within 3 seconds, so the answer (a
 //! toast) is decided from one read of the turn; what the button does runs after it.
 //!
 //! A button names its turn (`{"action": …, "turn_id": …}`); the turn names the one
@@ -10,17 +11,20 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 
 use super::{
     TurnJob,
+    asks::{self, ACTION_ANSWER},
     card::{ACTION_NEW_SESSION, ACTION_STOP},
     queue::SessionQueues,
 };
 use crate::{
+    agent::{answer::AnswerSender, events::TurnEventNote},
     config::{Config, WorkspaceMode},
     protocol::events::{self, TypedEvent, UserIds},
     routing::{Sender, may_act_on_session},
-    store::{SessionReset, SessionStore, TurnLeases, TurnRow, TurnState, TurnStore},
+    store::{AskStore, SessionReset, SessionStore, TurnLeases, TurnRow, TurnState, TurnStore},
     util::{UnixMs, new_session_id},
 };
 
@@ -39,6 +43,12 @@ pub struct ButtonContext<'a> {
     pub queues: &'a SessionQueues,
     /// Where what a button does after its answer runs (the shutdown waits for it).
     pub background: &'a tokio_util::task::TaskTracker,
+    /// The asks answer buttons answer.
+    pub asks: Arc<dyn AskStore>,
+    /// Where a stored answer is announced (the card redraws).
+    pub notes: broadcast::Sender<TurnEventNote>,
+    /// What delivers a stored answer to the agent.
+    pub answers: Arc<AnswerSender>,
 }
 
 /// A button press, from either callback form.
@@ -70,12 +80,17 @@ impl Press {
         }
     }
 
-    /// `(action, turn_id)`; the value is an object, or (legacy cards) its JSON text.
+    /// The button's value: an object, or (legacy cards) its JSON text.
+    fn object(&self) -> Option<Value> {
+        match &self.value {
+            Value::String(s) => serde_json::from_str(s).ok(),
+            v => Some(v.clone()),
+        }
+    }
+
+    /// `(action, turn_id)`.
     fn target(&self) -> Option<(String, String)> {
-        let value = match &self.value {
-            Value::String(s) => serde_json::from_str(s).ok()?,
-            v => v.clone(),
-        };
+        let value = self.object()?;
         Some((
             value.get("action")?.as_str()?.to_string(),
             value.get("turn_id")?.as_str()?.to_string(),
@@ -131,6 +146,16 @@ pub async fn answer(
     tracing::info!(profile, turn_id = %turn.turn_id, session_key = %turn.session_key, action, "card action");
     match action.as_str() {
         ACTION_STOP => stop(&cx, turn),
+        ACTION_ANSWER => {
+            let value = press.object().unwrap_or_default();
+            let answering = asks::Answering {
+                store: cx.asks.clone(),
+                notes: cx.notes.clone(),
+                answers: cx.answers.clone(),
+                background: cx.background,
+            };
+            asks::answer(answering, &turn, &value, press.operator.open_id.as_deref()).await
+        }
         ACTION_NEW_SESSION => match job {
             Some(job) => new_session(&cx, turn, job.history_scope).await,
             None => toast("error", "This conversation can no longer be reset."),

@@ -13,6 +13,7 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    names::Names,
     agent::{
         AskState, AskView, Partial, Progress,
         events::{AskStyle, TurnEvent, TurnEventNote, summarize},
@@ -29,6 +30,8 @@ const POLL: Duration = Duration::from_secs(1);
 pub(super) struct EventFollower {
     pub store: Arc<dyn Store>,
     pub notes: broadcast::Sender<TurnEventNote>,
+    /// Who answered a question, by name when known.
+    pub names: Arc<Names>,
 }
 
 /// A turn being followed; [`Following::stop`] ends it.
@@ -46,8 +49,12 @@ impl Following {
 }
 
 impl EventFollower {
-    /// What the turn's events (and questions) add up to now.
-    pub(super) async fn progress(&self, turn_id: &str) -> Result<Progress, StoreError> {
+    /// What the turn's events (and questions, with their answers) add up to now.
+    pub(super) async fn progress(
+        &self,
+        profile: &str,
+        turn_id: &str,
+    ) -> Result<Progress, StoreError> {
         let rows = self.store.turn_events(turn_id).await?;
         let events: Vec<TurnEvent> = rows
             .iter()
@@ -56,21 +63,11 @@ impl EventFollower {
             .filter_map(|r| serde_json::from_str(&r.body).ok())
             .collect();
         let s = summarize(&events);
-        let asks = s
-            .asks
-            .into_iter()
-            .map(|a| AskView {
-                options: if a.options.is_empty() && a.style == AskStyle::Confirm {
-                    vec!["yes".into(), "no".into()]
-                } else {
-                    a.options
-                },
-                id: a.id,
-                prompt: a.prompt,
-                style: a.style,
-                state: AskState::Open,
-            })
-            .collect();
+        let asks = if s.asks.is_empty() {
+            Vec::new()
+        } else {
+            self.asks(profile, turn_id).await?
+        };
         Ok(Progress {
             text: s.text,
             thinking: String::new(),
@@ -81,13 +78,60 @@ impl EventFollower {
         })
     }
 
+    /// The turn's questions as its card shows them: open (whether the turn still runs
+    /// is the card's to say), answered by whom (named when the name is known), or timed
+    /// out to what.
+    async fn asks(&self, profile: &str, turn_id: &str) -> Result<Vec<AskView>, StoreError> {
+        let rows = self.store.turn_asks(turn_id).await?;
+        let mut by: Vec<String> = rows.iter().filter_map(|r| r.answered_by.clone()).collect();
+        self.names
+            .relabel_users(profile, by.iter_mut().collect())
+            .await;
+        let mut by = by.into_iter();
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let state = match (r.answered_at, r.timed_out) {
+                    (Some(_), true) => AskState::TimedOut { value: r.answer },
+                    (Some(_), false) => AskState::Answered {
+                        value: r.answer.unwrap_or_default(),
+                        by: r.answered_by.as_ref().and_then(|_| by.next()),
+                    },
+                    (None, _) => AskState::Open,
+                };
+                let style = if r.style == AskStyle::Select.as_str() {
+                    AskStyle::Select
+                } else {
+                    AskStyle::Confirm
+                };
+                AskView {
+                    options: if r.options.is_empty() && style == AskStyle::Confirm {
+                        vec!["yes".into(), "no".into()]
+                    } else {
+                        r.options
+                    },
+                    id: r.ask_id,
+                    prompt: r.prompt,
+                    style,
+                    state,
+                }
+            })
+            .collect())
+    }
+
     /// Publishes the turn's progress to `partial` whenever it changes, reading at most
     /// once per `interval`, until stopped.
-    pub(super) fn follow(&self, turn_id: &str, partial: &Partial, interval: Duration) -> Following {
+    pub(super) fn follow(
+        &self,
+        profile: &str,
+        turn_id: &str,
+        partial: &Partial,
+        interval: Duration,
+    ) -> Following {
         let stop = CancellationToken::new();
         let task = tokio::spawn(watch_turn(
             self.clone(),
-            turn_id.to_string(),
+            (profile.to_string(), turn_id.to_string()),
             partial.clone(),
             interval,
             stop.clone(),
@@ -98,7 +142,7 @@ impl EventFollower {
 
 async fn watch_turn(
     follower: EventFollower,
-    turn_id: String,
+    (profile, turn_id): (String, String),
     partial: Partial,
     interval: Duration,
     stop: CancellationToken,
@@ -121,7 +165,7 @@ async fn watch_turn(
                 },
             }
         }
-        match follower.progress(&turn_id).await {
+        match follower.progress(&profile, &turn_id).await {
             Ok(now) => {
                 partial.send_if_modified(|p| {
                     let changed = *p != now;

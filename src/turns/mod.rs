@@ -18,8 +18,10 @@
 //! The types call each other one way: [`Recovery`] uses the [`TurnRunner`], which
 //! gathers a turn's context (`gather`), hands it to the agent, and leaves everything the
 //! user is told to the `Deliverer` (`deliver`, with the streaming card of `stream`).
-//! A turn's job, errors and reply target are in `job`.
+//! A turn's job, errors and reply target are in `job`. A webhook agent's questions are
+//! answered from card buttons and timed out in `asks`.
 
+pub mod asks;
 pub mod buttons;
 pub mod card;
 mod carry;
@@ -36,8 +38,8 @@ mod recovery;
 mod runner;
 mod stream;
 
+pub use asks::AskDuty;
 pub use duties::ReplicaDuties;
 pub use job::{Outcome, TurnDone, TurnJob};
-pub use panels::ACTION_ANSWER;
 pub use recovery::{Recovered, Recovery};
 pub use runner::{RunnerParts, TurnRunner};

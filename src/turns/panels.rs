@@ -10,13 +10,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::asks::ACTION_ANSWER;
 use crate::{
     agent::{AskState, AskView, Progress, events::ToolStatus},
     feishu_api::{defuse, fit},
 };
-
-/// Button value `action` that answers a question.
-pub const ACTION_ANSWER: &str = "answer";
 
 /// The most bytes (as [`fit::card_text_bytes`] counts them) of reasoning shown.
 const THINKING_BYTES: usize = 2 * 1024;

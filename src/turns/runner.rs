@@ -142,7 +142,7 @@ impl TurnRunner {
             p.clients,
             p.identities.clone(),
         )
-        .with_names(p.names);
+        .with_names(p.names.clone());
         let order = SessionOrder {
             leases: p.store.clone(),
             done: p.done.clone(),
@@ -152,6 +152,7 @@ impl TurnRunner {
         let follower = EventFollower {
             store: p.store.clone(),
             notes: p.turn_events,
+            names: p.names.clone(),
         };
         Self {
             owner: p.config.replica_id(),
@@ -524,7 +525,7 @@ impl TurnRunner {
         };
         let following = reports.then(|| {
             let interval = self.deliverer.card_interval(&job.profile);
-            self.follower.follow(&job.turn_id, &partial, interval)
+            self.follower.follow(&job.profile, &job.turn_id, &partial, interval)
         });
         let answer = tokio::select! {
             biased;
@@ -540,7 +541,7 @@ impl TurnRunner {
         };
         // What the final card keeps: the events as stored by now, or what was streamed.
         let shown = if reports {
-            self.shown(&job.turn_id).await
+            self.shown(&job.profile, &job.turn_id).await
         } else {
             partial.borrow().clone()
         };
@@ -551,8 +552,8 @@ impl TurnRunner {
     }
 
     /// What a turn's events show (nothing, when they cannot be read).
-    pub(super) async fn shown(&self, turn_id: &str) -> Progress {
-        match self.follower.progress(turn_id).await {
+    pub(super) async fn shown(&self, profile: &str, turn_id: &str) -> Progress {
+        match self.follower.progress(profile, turn_id).await {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(turn_id, error = %e, "turn events not read; the card shows the answer alone");

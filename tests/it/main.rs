@@ -2,6 +2,7 @@
 //! the real Postgres, with callbacks built by the real crypto.
 
 mod agents;
+mod asks;
 mod card_callbacks;
 mod card_races;
 mod card_texts;

@@ -387,3 +387,66 @@ async fn the_turn_event_block_is_stored_for_a_running_turn_under_sh_dash_and_bas
     }
     app.stop().await.expect("clean stop");
 }
+
+#[tokio::test]
+async fn the_ask_answer_block_shows_an_open_question_under_sh_dash_and_bash() {
+    use feishu_bridge::store::{NewAsk, NewTurnEvent, TurnEventLimits};
+    let db = TestDb::sqlite();
+    let (url, mut turns) = answers_later().await;
+    let mut app = TestApp::spawn(config(&config_toml(&db, &webhook_agent_toml(&url, 60)))).await;
+    let block = doc_block("ask-answer", &addr(&app));
+    for shell in shells() {
+        let name = shell.file_name().unwrap_or_default().to_string_lossy();
+        let message_id = format!("om_fly_{name}");
+        app.route(&Msg::group(&message_id, "book a flight").at_bot())
+            .await;
+        let turn = turns.recv().await.expect("the turn reaches the agent");
+        let turn_id = turn["turn_id"].as_str().unwrap_or_default().to_string();
+        let body = r#"{"kind":"ask","id":"q1","prompt":"Book the 9:40 flight?","style":"confirm","timeout_secs":600}"#;
+        let event = NewTurnEvent {
+            turn_id: &turn_id,
+            profile: "planner",
+            seq: 1,
+            kind: "ask",
+            body,
+            now: feishu_bridge::util::UnixMs::now(),
+            ask: Some(NewAsk {
+                ask_id: "q1",
+                prompt: "Book the 9:40 flight?",
+                style: "confirm",
+                options: &[],
+                default_value: Some("no"),
+                timeout_secs: 600,
+            }),
+        };
+        let limits = TurnEventLimits {
+            max_events: 10,
+            max_bytes: 1 << 20,
+        };
+        app.state
+            .store
+            .append_turn_event(&event, limits)
+            .await
+            .expect("the ask is stored");
+        let vars = [
+            ("TURN", turn_id.clone()),
+            ("SECRET", AGENT_SECRET.to_string()),
+        ];
+        let ran = run(&shell, &block, &vars).await;
+        let (json, status) = answered(&ran);
+        assert_eq!(status, "200", "{}: {}", shell.display(), ran.stdout);
+        assert_eq!(
+            (
+                json["id"].as_str(),
+                json["state"].as_str(),
+                json["default"].as_str()
+            ),
+            (Some("q1"), Some("open"), Some("no")),
+            "{}",
+            ran.stdout
+        );
+        assert!(app.state.callbacks.complete(&turn_id, "booked".into()));
+        assert_eq!(app.turn_ended(&message_id).await.state, "succeeded");
+    }
+    app.stop().await.expect("clean stop");
+}

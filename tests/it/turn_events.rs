@@ -246,6 +246,7 @@ async fn bounds(db: TestDb) {
         kind: "status",
         body: r#"{"kind":"status","text":"x"}"#,
         now: feishu_bridge::util::UnixMs(1),
+        ask: None,
     };
     let two = TurnEventLimits {
         max_events: 2,

@@ -6,7 +6,7 @@ use feishu_bridge::{
     inbox,
     routing::{Reason, Verdict},
     store::{
-        DigestReason, DigestStatus, DigestTrigger, FeedItemState, InboxStatus, ReplyKind,
+        AskState, DigestReason, DigestStatus, DigestTrigger, FeedItemState, InboxStatus, ReplyKind,
         SegmentState, TurnState,
     },
     turns,
@@ -70,6 +70,8 @@ fn every_stored_vocabulary_keeps_its_spellings() {
     assert_eq!(ReplyKind::SPELLINGS, kinds);
     let states = ["queued", "running", "succeeded", "failed", "cancelled"];
     assert_eq!(TurnState::SPELLINGS, states);
+    let asks = ["open", "answered", "timed_out", "closed"];
+    assert_eq!(AskState::SPELLINGS, asks);
     let outcomes = [
         "answered",
         "stopped",

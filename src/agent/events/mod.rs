@@ -31,7 +31,7 @@ pub enum TurnEvent {
     Tool(ToolEvent),
     /// One line of what the agent is doing.
     Status(StatusEvent),
-    /// A question for the user (stored; answering it is not part of this protocol yet).
+    /// A question for the user, answered by a card button or its timeout.
     Ask(AskEvent),
     /// Something went wrong (the turn itself ends through its output callback).
     Error(ErrorEvent),
@@ -145,6 +145,28 @@ pub struct AskEvent {
     /// The answer when it times out: one of the options (`yes`/`no` for a plain confirm).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<String>,
+}
+
+impl AskStyle {
+    /// `confirm` or `select`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Confirm => "confirm",
+            Self::Select => "select",
+        }
+    }
+}
+
+impl AskEvent {
+    /// What its timeout answers: its `default`; for a plain confirm (no options) without
+    /// one, `no`; otherwise nothing (the agent is told it timed out, with no answer).
+    pub fn timeout_answer(&self) -> Option<&str> {
+        match (&self.default, self.style) {
+            (Some(d), _) => Some(d),
+            (None, AskStyle::Confirm) if self.options.is_empty() => Some("no"),
+            (None, _) => None,
+        }
+    }
 }
 
 /// `kind: error`.

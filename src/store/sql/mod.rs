@@ -11,6 +11,7 @@
 //! statements several surfaces share and uses no other statement module.
 
 pub(crate) mod api_calls;
+pub(crate) mod asks;
 pub(crate) mod database;
 pub(crate) mod decisions;
 pub(crate) mod dialect;

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use super::{dialect::Dialect, store::SqlStore};
+use super::{asks, dialect::Dialect, store::SqlStore};
 use crate::store::{
     AppendOutcome, NewTurnEvent, StoreError, TurnEventLimits, TurnEventRow, TurnEventStore,
 };
@@ -63,6 +63,12 @@ impl<DB: Dialect> TurnEventStore for SqlStore<DB> {
                     AppendOutcome::Conflict
                 });
             }
+            if let Some(ask) = &e.ask
+                && asks::exists::<DB>(&mut tx, e.turn_id, ask.ask_id).await?
+            {
+                tx.rollback().await?;
+                return Ok(AppendOutcome::AskConflict);
+            }
             let (count, bytes, newest): (i64, i64, i64) = sqlx::query_as(TOTALS)
                 .bind(e.turn_id)
                 .fetch_one(&mut *tx)
@@ -83,6 +89,9 @@ impl<DB: Dialect> TurnEventStore for SqlStore<DB> {
                 .bind(e.now)
                 .execute(&mut *tx)
                 .await?;
+            if let Some(ask) = &e.ask {
+                asks::insert::<DB>(&mut tx, (e.turn_id, e.profile, e.seq), ask, e.now).await?;
+            }
             tx.commit().await?;
             Ok(AppendOutcome::Stored { stale })
         })

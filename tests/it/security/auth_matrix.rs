@@ -252,13 +252,15 @@ async fn open_routes_answer_anyone_and_signed_routes_take_no_admin_token() {
     }
     // The admin token is no signature: each signed route still refuses the request.
     for route in guarded_by(Guard::Signed) {
-        let path = route
-            .trim_start_matches("POST ")
+        let (method, path) = route.split_once(' ').expect("METHOD /path");
+        let path = path
             .replace("{profile}", "planner")
-            .replace("{turn_id}", "t_missing");
+            .replace("{turn_id}", "t_missing")
+            .replace("{ask_id}", "q_missing");
+        let method = Method::from_bytes(method.as_bytes()).expect("a method");
         let a = app
             .client
-            .post(format!("{}{path}", app.base))
+            .request(method, format!("{}{path}", app.base))
             .bearer_auth(ADMIN)
             .header("content-type", "application/json")
             .body(r#"{"output":"hi"}"#)

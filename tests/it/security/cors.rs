@@ -43,6 +43,7 @@ async fn no_answer_carries_cors_headers() {
         "/webhook/planner/card".into(),
         format!("/agent/planner/turns/{turn_id}/output"),
         format!("/agent/planner/turns/{turn_id}/events"),
+        format!("/agent/planner/turns/{turn_id}/asks/q1"),
     ];
     for path in &paths {
         for method in ["GET", "POST", "DELETE"] {

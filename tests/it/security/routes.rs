@@ -35,6 +35,11 @@ pub const ROUTES: &[(&str, &str, Guard)] = &[
         "/agent/{profile}/turns/{turn_id}/events",
         Guard::Signed,
     ),
+    (
+        "GET",
+        "/agent/{profile}/turns/{turn_id}/asks/{ask_id}",
+        Guard::Signed,
+    ),
     ("GET", "/healthz", Guard::Open),
     ("GET", "/readyz", Guard::Open),
     ("GET", "/metrics", Guard::Metrics),

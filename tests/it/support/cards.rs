@@ -65,10 +65,17 @@ pub fn press_request(
     turn_id: &str,
     card: &str,
 ) -> Request {
+    let value = json!({"action": action, "turn_id": turn_id});
+    press_value_request(event_id, operator, value, card)
+}
+
+/// The signed, encrypted `card.action.trigger` callback of `operator` pressing a button
+/// of `card` whose value is `value`, with event id `event_id`.
+pub fn press_value_request(event_id: &str, operator: &str, value: Value, card: &str) -> Request {
     let event = json!({
         "operator": {"open_id": operator, "tenant_key": "tenant_test"},
         "token": "c-delayed-update-token",
-        "action": {"value": {"action": action, "turn_id": turn_id}, "tag": "button"},
+        "action": {"value": value, "tag": "button"},
         "host": "im_message",
         "context": {"open_message_id": card, "open_chat_id": "oc_group"},
     });

@@ -1,9 +1,21 @@
 //! A webhook agent on 127.0.0.1:0 that answers only when the test lets it: each turn is
-//! reported to the test as it arrives, then waits for a permit.
+//! reported to the test as it arrives, then waits for a permit. The answers of its
+//! questions (`kind: answer`) are taken at once (or refused with 503 while the test asks
+//! for failures) and reported with their headers.
 
-use std::sync::Arc;
+use std::sync::{
+    Arc,
+    atomic::{AtomicUsize, Ordering},
+};
 
-use axum::{Json, Router, extract::State, routing::post};
+use axum::{
+    Json, Router,
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+    routing::post,
+};
 use serde_json::{Value, json};
 use tokio::{
     net::TcpListener,
@@ -15,7 +27,25 @@ pub const AGENT_SECRET: &str = "whsec_dGVzdC1hZ2VudC1zZWNyZXQ=";
 
 struct Shared {
     turns: mpsc::UnboundedSender<Value>,
+    answers: mpsc::UnboundedSender<Delivered>,
     permits: Arc<Semaphore>,
+    /// Answers still to refuse with 503.
+    failing: Arc<AtomicUsize>,
+    /// Answer POSTs received, refused ones included.
+    attempts: Arc<AtomicUsize>,
+}
+
+/// An answer POST the agent took.
+#[derive(Debug, Clone)]
+pub struct Delivered {
+    /// `webhook-id`, `webhook-timestamp`, `webhook-signature`.
+    pub id: String,
+    pub timestamp: String,
+    pub signature: String,
+    /// The raw body.
+    pub body: String,
+    /// The body as JSON.
+    pub json: Value,
 }
 
 /// The running agent.
@@ -24,25 +54,63 @@ pub struct GatedAgent {
     pub url: String,
     /// Turns as they arrive (parsed bodies).
     pub turns: mpsc::UnboundedReceiver<Value>,
+    /// Answer POSTs it took.
+    pub answers: mpsc::UnboundedReceiver<Delivered>,
     permits: Arc<Semaphore>,
+    failing: Arc<AtomicUsize>,
+    attempts: Arc<AtomicUsize>,
 }
 
 impl GatedAgent {
     /// Starts it; it answers `answer: <request_text>` once released.
     pub async fn start() -> Self {
         let (tx, turns) = mpsc::unbounded_channel();
+        let (answers_tx, answers) = mpsc::unbounded_channel();
         let permits = Arc::new(Semaphore::new(0));
+        let failing = Arc::new(AtomicUsize::new(0));
+        let attempts = Arc::new(AtomicUsize::new(0));
         let shared = Arc::new(Shared {
             turns: tx,
+            answers: answers_tx,
             permits: permits.clone(),
+            failing: failing.clone(),
+            attempts: attempts.clone(),
         });
-        async fn turn(State(s): State<Arc<Shared>>, Json(body): Json<Value>) -> Json<Value> {
+        async fn turn(State(s): State<Arc<Shared>>, headers: HeaderMap, raw: Bytes) -> Response {
+            let body: Value = serde_json::from_slice(&raw).unwrap_or_default();
+            if body["kind"] == "answer" {
+                s.attempts.fetch_add(1, Ordering::SeqCst);
+                let refuse = s
+                    .failing
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+                if refuse {
+                    return StatusCode::SERVICE_UNAVAILABLE.into_response();
+                }
+                let h = |n: &str| {
+                    headers
+                        .get(n)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                s.answers
+                    .send(Delivered {
+                        id: h("webhook-id"),
+                        timestamp: h("webhook-timestamp"),
+                        signature: h("webhook-signature"),
+                        body: String::from_utf8_lossy(&raw).into_owned(),
+                        json: body,
+                    })
+                    .ok();
+                return StatusCode::NO_CONTENT.into_response();
+            }
             s.turns.send(body.clone()).ok();
             if let Ok(permit) = s.permits.acquire().await {
                 permit.forget();
             }
             let request = body["request_text"].as_str().unwrap_or_default();
-            Json(json!({"output": format!("answer: {request}")}))
+            Json(json!({"output": format!("answer: {request}")})).into_response()
         }
         let app = Router::new().route("/turn", post(turn)).with_state(shared);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -51,8 +119,29 @@ impl GatedAgent {
         Self {
             url,
             turns,
+            answers,
             permits,
+            failing,
+            attempts,
         }
+    }
+
+    /// Refuses the next `n` answer POSTs with 503.
+    pub fn fail_answers(&self, n: usize) {
+        self.failing.store(n, Ordering::SeqCst);
+    }
+
+    /// Answer POSTs received so far, refused ones included.
+    pub fn answer_attempts(&self) -> usize {
+        self.attempts.load(Ordering::SeqCst)
+    }
+
+    /// The next answer POST it took.
+    pub async fn next_answer(&mut self) -> Delivered {
+        tokio::time::timeout(std::time::Duration::from_secs(30), self.answers.recv())
+            .await
+            .expect("an answer reaches the agent")
+            .expect("agent channel open")
     }
 
     /// Lets every turn from now on answer at once.
