@@ -28,7 +28,7 @@ use crate::{
     names::Names,
     store::{self, Store},
     telemetry::Metrics,
-    turns::{Recovery, ReplicaDuties, RunnerParts, TurnRunner, queue::SessionQueues},
+    turns::{Recovery, ReplicaDuties, RunnerParts, TurnRunner, Working, queue::SessionQueues},
     util::{Clock, SystemClock},
 };
 
@@ -219,6 +219,8 @@ impl Bridge {
         {
             tracing::warn!("turns did not finish within the grace period");
         }
+        // The reactions of the turns that just ended are taken off.
+        self.state.working.finish(grace).await;
         for task in self.tasks {
             if tokio::time::timeout(grace, task).await.is_err() {
                 tracing::warn!("a background task did not stop within the grace period");
@@ -294,6 +296,12 @@ fn assemble(
         .with_names(names.clone())
         .with_clients(clients.clone()),
     );
+    let working = Arc::new(Working::new(
+        config.clone(),
+        clients.clone(),
+        store.clone(),
+        clock.clone(),
+    ));
     App {
         config,
         profiles,
@@ -313,6 +321,7 @@ fn assemble(
         feed,
         digest,
         names,
+        working,
         clock,
         background: tokio_util::task::TaskTracker::new(),
         connections: Arc::default(),
@@ -361,6 +370,7 @@ fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
         shutdown: stops.turns.clone(),
         metrics: app.metrics.clone(),
         names: app.names.clone(),
+        working: app.working.clone(),
     }));
     let pipeline = Pipeline::new(
         config.clone(),

@@ -18,7 +18,8 @@
 //! The types call each other one way: [`Recovery`] uses the [`TurnRunner`], which
 //! gathers a turn's context (`gather`), hands it to the agent, and leaves everything the
 //! user is told to the `Deliverer` (`deliver`, with the streaming card of `stream`).
-//! A turn's job, errors and reply target are in `job`.
+//! A turn's job, errors and reply target are in `job`; the reaction its request shows
+//! while it runs, in `working`.
 
 pub mod buttons;
 pub mod card;
@@ -33,8 +34,10 @@ pub mod queue;
 mod recovery;
 mod runner;
 mod stream;
+pub mod working;
 
 pub use duties::ReplicaDuties;
 pub use job::{Outcome, TurnDone, TurnJob};
 pub use recovery::{Recovered, Recovery};
 pub use runner::{RunnerParts, TurnRunner};
+pub use working::Working;

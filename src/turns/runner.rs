@@ -19,6 +19,7 @@ use super::{
     order::{SessionOrder, Waited},
     persist::{pause, persist},
     queue::SessionQueues,
+    working::{ReactionHandle, Working},
 };
 use crate::{
     agent::{
@@ -67,6 +68,8 @@ pub struct TurnRunner {
     owner: String,
     /// Waits for a session's earlier turns on other replicas.
     order: SessionOrder,
+    /// The reaction on a running turn's request.
+    working: Arc<Working>,
 }
 
 impl std::fmt::Debug for TurnRunner {
@@ -99,6 +102,8 @@ pub struct RunnerParts {
     pub metrics: Metrics,
     /// Senders' names in the turn's context.
     pub names: Arc<crate::names::Names>,
+    /// The reaction on a running turn's request.
+    pub working: Arc<Working>,
 }
 
 /// A turn that started: its session, what was gathered, its prompt, its row.
@@ -110,6 +115,8 @@ struct Started {
     prompt: String,
     row_id: i64,
     quote_readable: bool,
+    /// The reaction on its request while it runs (taken off when this is dropped).
+    reaction: Option<ReactionHandle>,
 }
 
 /// What the agent did with a turn; `None` when the turn was cancelled first.
@@ -157,6 +164,7 @@ impl TurnRunner {
             done: p.done,
             metrics: p.metrics,
             shutdown: p.shutdown,
+            working: p.working,
         }
     }
 
@@ -168,6 +176,11 @@ impl TurnRunner {
     /// This replica's name on its turns (`worker.replica_id`).
     pub fn owner(&self) -> &str {
         &self.owner
+    }
+
+    /// The reaction on running turns' requests.
+    pub(super) fn working(&self) -> &Arc<Working> {
+        &self.working
     }
 
     /// What tells users about turns (recovery delivers stored answers through it).
@@ -297,7 +310,9 @@ impl TurnRunner {
         {
             tracing::warn!(turn_id = %job.turn_id, reason = %e.reason(), "feed segments not marked read; the next turn gets them again");
         }
-        self.conclude(job, &started, asked).await
+        let outcome = self.conclude(job, &started, asked).await;
+        self.working.end(started.reaction);
+        outcome
     }
 
     /// Starts a turn: its session, its context, its decision, all recorded with the
@@ -373,6 +388,10 @@ impl TurnRunner {
             return Ok(Err(Outcome::Skipped));
         };
         tracing::info!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, decision_id, mode = %decision.mode, "context decision recorded");
+        let reaction = match quote_readable {
+            true => self.working.begin(job).await,
+            false => None,
+        };
         Ok(Ok(Started {
             session,
             feed,
@@ -380,6 +399,7 @@ impl TurnRunner {
             prompt,
             row_id,
             quote_readable,
+            reaction,
         }))
     }
 

@@ -39,6 +39,7 @@ mod outage;
 mod owner_only;
 mod pending;
 mod pg_tls;
+mod reactions;
 mod readme_curl;
 mod replicas;
 mod replies;
