@@ -25,7 +25,10 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use super::{FakeState, gate::success};
+use super::{
+    FakeState,
+    gate::{Refused, success},
+};
 
 const ADD: &str = "POST /open-apis/im/v1/messages/{message_id}/reactions";
 const DELETE: &str = "DELETE /open-apis/im/v1/messages/{message_id}/reactions/{reaction_id}";
@@ -114,15 +117,13 @@ impl FakeState {
         path: &str,
         headers: &HeaderMap,
         message_id: &str,
-    ) -> Result<(), Response> {
-        self.admit(endpoint, path, headers)
-            .map_err(IntoResponse::into_response)?;
+    ) -> Result<(), Refused> {
+        self.admit(endpoint, path, headers)?;
         if self.reactions.scope_withheld.load(Ordering::SeqCst) {
             let msg = format!(
                 "Access denied. One of the following scopes is required: [im:message, {REACTIONS_SCOPE}]"
             );
-            let refused = self.refuse(endpoint, StatusCode::BAD_REQUEST, 99991672, &msg);
-            return Err(refused.into_response());
+            return Err(self.refuse(endpoint, StatusCode::BAD_REQUEST, 99991672, &msg));
         }
         let gone = self.recalled.lock().expect("lock").contains(message_id)
             || self
@@ -133,8 +134,7 @@ impl FakeState {
                 .contains(message_id);
         if gone {
             let msg = "The message is not found, maybe not exist or deleted.";
-            let refused = self.refuse(endpoint, StatusCode::BAD_REQUEST, 231003, msg);
-            return Err(refused.into_response());
+            return Err(self.refuse(endpoint, StatusCode::BAD_REQUEST, 231003, msg));
         }
         Ok(())
     }
@@ -148,7 +148,7 @@ pub(super) async fn add(
     raw: Bytes,
 ) -> Response {
     if let Err(refused) = s.reaction_gate(ADD, uri.path(), &headers, &message_id) {
-        return refused;
+        return refused.into_response();
     }
     let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     let emoji = body["reaction_type"]["emoji_type"]
@@ -194,7 +194,7 @@ pub(super) async fn delete(
     headers: HeaderMap,
 ) -> Response {
     if let Err(refused) = s.reaction_gate(DELETE, uri.path(), &headers, &message_id) {
-        return refused;
+        return refused.into_response();
     }
     let found = {
         let mut live = s.reactions.live.lock().expect("lock");
