@@ -199,7 +199,12 @@ async fn reply(
     }
     let content: Value =
         serde_json::from_str(body["content"].as_str().unwrap_or_default()).unwrap_or(Value::Null);
-    let text = content["text"].as_str().unwrap_or_default().to_string();
+    // An answer is a markdown card (schema 2.0, one markdown element); a notice is text.
+    let text = content["text"]
+        .as_str()
+        .or_else(|| content["body"]["elements"][0]["content"].as_str())
+        .unwrap_or_default()
+        .to_string();
     let reply_id = format!("om_reply_{id}");
     let _ = s.seen.send(ReplySeen {
         reply_to: id,

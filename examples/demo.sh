@@ -5,6 +5,7 @@
 #   sh examples/demo.sh            # two bots share a thread (examples/demo.toml)
 #   sh examples/demo.sh agents     # the same with a webhook agent and a streaming model
 #   sh examples/demo.sh day        # a group's day: the batched feed and the daily digest
+#   sh examples/demo.sh progress   # a webhook agent that streams, runs tools and asks
 #
 # It builds what the demo needs: the bridge with `cargo build --release --bin
 # feishu-bridge` (the build `cargo run --release` makes, without the dev-dependencies, so
@@ -27,7 +28,8 @@ case "$demo" in
   two-bots) config=demo.toml scenario=scenario.toml agent=no ;;
   agents) config=agents.toml scenario=scenario.toml agent=yes ;;
   day) config=feed.toml scenario=feed_scenario.toml agent=yes ;;
-  *) echo "usage: sh examples/demo.sh [two-bots|agents|day]" >&2; exit 2 ;;
+  progress) config=progress.toml scenario=progress_scenario.toml agent=yes ;;
+  *) echo "usage: sh examples/demo.sh [two-bots|agents|day|progress]" >&2; exit 2 ;;
 esac
 
 for p in "$port" "$agent_port"; do
@@ -45,14 +47,16 @@ else
   echo "building the bridge (cargo build --release --bin feishu-bridge): the first build takes minutes (about 7 on two cores) and about 1 GB of target/…"
 fi
 (cd "$root" && cargo build --release --bin feishu-bridge)
+agent_name=local_agent
+[ "$demo" = progress ] && agent_name=progress_agent
 if [ "$agent" = yes ]; then
-  agent_bin="$target/debug/examples/local_agent"
+  agent_bin="$target/debug/examples/$agent_name"
   if [ -x "$agent_bin" ]; then
-    echo "checking the local agent is built (cargo build --example local_agent)…"
+    echo "checking the $agent_name example is built (cargo build --example $agent_name)…"
   else
-    echo "building the local agent (cargo build --example local_agent): an example, so Cargo builds the dev-dependencies too; after \`cargo test\` nothing, else a few minutes…"
+    echo "building the $agent_name example (cargo build --example $agent_name): an example, so Cargo builds the dev-dependencies too; after \`cargo test\` nothing, else a few minutes…"
   fi
-  (cd "$root" && cargo build --example local_agent)
+  (cd "$root" && cargo build --example "$agent_name")
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/feishu-bridge-demo.XXXXXX")
@@ -86,7 +90,8 @@ wait_for() {
 }
 
 if [ "$agent" = yes ]; then
-  LOCAL_AGENT_LISTEN="127.0.0.1:$agent_port" "$agent_bin" > agent.log 2>&1 &
+  LOCAL_AGENT_LISTEN="127.0.0.1:$agent_port" PROGRESS_AGENT_LISTEN="127.0.0.1:$agent_port" \
+    PROGRESS_AGENT_BRIDGE="http://127.0.0.1:$port" "$agent_bin" > agent.log 2>&1 &
   pids="$pids $!"
   wait_for "http://127.0.0.1:$agent_port/" "the local agent"
 fi
@@ -118,5 +123,19 @@ case "$demo" in
     cat feishu-bridge-demo-digest/digest/*.md
     echo "== the next morning, asked again in the thread: the summary is carried over"
     "$bin" --config config.toml simulate --scenario "$root/examples/feed_next_day.toml"
+    ;;
+  progress)
+    # The question waits 3 s for a press that never comes; the turn ends after it.
+    i=0
+    until curl -s -H "$admin" "http://127.0.0.1:$port/turns" | grep -Eq '"state":"(succeeded|failed|cancelled)"'; do
+      i=$((i + 1))
+      if [ "$i" -gt 300 ]; then echo "the turn did not end; see $work/*.log" >&2; exit 1; fi
+      sleep 0.1
+    done
+    echo "== the card updates the stand-in Open API received (GET :$agent_port/demo/cards)"
+    curl -s "http://127.0.0.1:$agent_port/demo/cards"
+    echo "== the turn, its events and its question (GET /turns)"
+    curl -s -H "$admin" "http://127.0.0.1:$port/turns?verbose=true"
+    echo
     ;;
 esac

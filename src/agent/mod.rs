@@ -118,9 +118,76 @@ pub struct PastTurn {
     pub output: String,
 }
 
-/// Where a streaming backend publishes the answer as it grows: the whole text so far,
-/// each time. Non-streaming backends leave it alone.
-pub type Partial = tokio::sync::watch::Sender<String>;
+/// What a running turn has shown so far: the answer text, the model's reasoning (when it
+/// streams it and the profile shows it), and what a webhook agent reported through its
+/// turn events (tool calls, the status line, questions, errors).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// The answer text so far.
+    pub text: String,
+    /// The model's reasoning so far (never part of the answer).
+    pub thinking: String,
+    /// Tool calls, in the order they first appeared.
+    pub tools: Vec<events::ToolSummary>,
+    /// The latest status line.
+    pub status: Option<String>,
+    /// Questions asked, in order, with where each stands.
+    pub asks: Vec<AskView>,
+    /// Error messages reported, in order.
+    pub errors: Vec<String>,
+}
+
+impl Progress {
+    /// The progress of a turn that has shown only `text`.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Whether nothing has been shown yet.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+
+    /// Whether anything besides the answer text is shown (a card then shows panels).
+    pub fn is_rich(&self) -> bool {
+        !self.thinking.is_empty()
+            || !self.tools.is_empty()
+            || self.status.is_some()
+            || !self.asks.is_empty()
+            || !self.errors.is_empty()
+    }
+}
+
+/// A question asked in a turn, as its card shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskView {
+    pub id: String,
+    pub prompt: String,
+    pub style: events::AskStyle,
+    /// The choices offered (for a confirm without options, `yes` and `no`).
+    pub options: Vec<String>,
+    pub state: AskState,
+}
+
+/// Where a question stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AskState {
+    /// Waiting for an answer: its buttons are shown.
+    Open,
+    /// Answered by a person (named when known).
+    Answered { value: String, by: Option<String> },
+    /// Nobody answered in time; the default (if any) applies.
+    TimedOut { value: Option<String> },
+    /// The turn ended before it was answered.
+    Closed,
+}
+
+/// Where a streaming backend publishes what the turn shows as it grows: the whole
+/// progress so far, each time. Non-streaming backends leave it alone.
+pub type Partial = tokio::sync::watch::Sender<Progress>;
 
 /// Why an agent produced no answer. The texts (recorded on the turn and shown to its
 /// user) name what went wrong but never a credential, the turn's text or the answer's:
@@ -224,6 +291,12 @@ pub trait Agent: Send + Sync {
         false
     }
 
+    /// Whether the agent reports what it does through signed turn events, to be shown in
+    /// a card from its first event on (the webhook backend, unless `stream = false`).
+    fn reports_events(&self) -> bool {
+        false
+    }
+
     /// Attaches a feed segment to a session's history without waking the agent. The
     /// built-in backends keep nothing here (the segments come with the next turn).
     async fn inject(&self, _segment: &FeedInject<'_>) -> Result<(), AgentError> {
@@ -257,6 +330,7 @@ pub fn backends(
                         secret: secret.clone(),
                         timeout: std::time::Duration::from_secs(a.timeout_secs.max(1)),
                         pending: pending.clone(),
+                        stream: a.stream,
                     })
                 }
                 (AgentKind::Openai, _, _) => match (&a.base_url, &a.model) {
@@ -267,6 +341,7 @@ pub fn backends(
                         api_key: a.api_key.clone(),
                         timeout: std::time::Duration::from_secs(a.timeout_secs.max(1)),
                         stream: a.stream,
+                        show_thinking: a.show_thinking,
                     }),
                     _ => std::sync::Arc::new(Unavailable(a.kind.as_str())),
                 },
@@ -362,7 +437,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unavailable_backend_names_its_kind() {
-        let (partial, _rx) = tokio::sync::watch::channel(String::new());
+        let (partial, _rx) = tokio::sync::watch::channel(Progress::default());
         let turn = sample_turn("hi");
         let err = Unavailable("openai")
             .run(&turn, &partial)

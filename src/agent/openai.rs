@@ -15,7 +15,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Agent, AgentError, AgentTurn, Partial};
+use super::{Agent, AgentError, AgentTurn, Partial, Progress};
 
 /// The longest piece of an error body quoted in an [`AgentError`], in characters.
 const ERROR_SNIPPET_CHARS: usize = 200;
@@ -44,6 +44,9 @@ pub struct OpenAiAgent {
     pub timeout: Duration,
     /// Ask for a streamed answer and publish it as it grows.
     pub stream: bool,
+    /// Publish the model's streamed reasoning (`reasoning_content`) beside the answer:
+    /// shown collapsed in the card, never part of the answer.
+    pub show_thinking: bool,
 }
 
 /// One chat message of the request.
@@ -172,20 +175,21 @@ impl OpenAiAgent {
         partial: &Partial,
     ) -> Result<String, AgentError> {
         let mut parser = SseParser::default();
-        let mut text = String::new();
+        let mut shown = Progress::default();
         let mut done = false;
         'read: while let Some(bytes) = resp.chunk().await.map_err(AgentError::broke_off)? {
             let events = parser.push(&bytes)?;
             for data in events {
-                if self.on_event(&data, &mut text, partial)? {
+                if self.on_event(&data, &mut shown, partial)? {
                     done = true;
                     break 'read;
                 }
             }
         }
         if !done && let Some(data) = parser.finish() {
-            done = self.on_event(&data, &mut text, partial)?;
+            done = self.on_event(&data, &mut shown, partial)?;
         }
+        let text = shown.text;
         match (done, text.trim().is_empty()) {
             (true, false) => Ok(text),
             (false, false) => {
@@ -204,7 +208,7 @@ impl OpenAiAgent {
     fn on_event(
         &self,
         data: &str,
-        text: &mut String,
+        shown: &mut Progress,
         partial: &Partial,
     ) -> Result<bool, AgentError> {
         let data = data.trim();
@@ -219,11 +223,23 @@ impl OpenAiAgent {
             return Err(AgentError::StreamedError(self.quote(&message)));
         }
         // Role-only, final and usage chunks carry no content.
-        if let Some(piece) = v["choices"][0]["delta"]["content"].as_str()
+        let delta = &v["choices"][0]["delta"];
+        let mut grew = false;
+        if let Some(piece) = delta["content"].as_str()
             && !piece.is_empty()
         {
-            text.push_str(piece);
-            partial.send_replace(text.clone());
+            shown.text.push_str(piece);
+            grew = true;
+        }
+        if self.show_thinking
+            && let Some(piece) = delta["reasoning_content"].as_str()
+            && !piece.is_empty()
+        {
+            shown.thinking.push_str(piece);
+            grew = true;
+        }
+        if grew {
+            partial.send_replace(shown.clone());
         }
         Ok(false)
     }
@@ -525,6 +541,7 @@ mod tests {
             api_key: key.map(SecretString::from),
             timeout: Duration::from_secs(5),
             stream: true,
+            show_thinking: false,
         }
     }
 
@@ -627,16 +644,16 @@ mod tests {
     #[test]
     fn stream_events_accumulate_and_publish() {
         let a = agent(None);
-        let (tx, rx) = tokio::sync::watch::channel(String::new());
-        let mut text = String::new();
+        let (tx, rx) = tokio::sync::watch::channel(Progress::default());
+        let mut shown = Progress::default();
         for data in expected() {
-            let done = a.on_event(&data, &mut text, &tx).expect("valid");
+            let done = a.on_event(&data, &mut shown, &tx).expect("valid");
             assert_eq!(done, data == "[DONE]");
         }
-        assert_eq!(text, "Héllo 你好");
-        assert_eq!(*rx.borrow(), "Héllo 你好");
+        assert_eq!(shown.text, "Héllo 你好");
+        assert_eq!(rx.borrow().text, "Héllo 你好");
         let err = a
-            .on_event("{not json", &mut text, &tx)
+            .on_event("{not json", &mut shown, &tx)
             .expect_err("malformed");
         assert!(matches!(err, AgentError::MalformedEvent(_)), "{err:?}");
         assert!(
@@ -645,13 +662,37 @@ mod tests {
         );
         assert!(err.to_string().contains("malformed JSON"), "{err}");
         let err = a
-            .on_event(r#"{"error":{"message":"overloaded"}}"#, &mut text, &tx)
+            .on_event(r#"{"error":{"message":"overloaded"}}"#, &mut shown, &tx)
             .expect_err("error event");
         assert!(matches!(err, AgentError::StreamedError(_)), "{err:?}");
         assert_eq!(
             err.to_string(),
             "agent failed: agent streamed an error: overloaded"
         );
+    }
+
+    #[test]
+    fn reasoning_is_published_apart_from_the_answer_only_when_shown() {
+        let chunks = [
+            r#"{"choices":[{"delta":{"reasoning_content":"Let me think. "}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"Done."}}]}"#,
+            r#"{"choices":[{"delta":{"content":"The answer."}}]}"#,
+        ];
+        for show in [false, true] {
+            let a = OpenAiAgent {
+                show_thinking: show,
+                ..agent(None)
+            };
+            let (tx, rx) = tokio::sync::watch::channel(Progress::default());
+            let mut shown = Progress::default();
+            for c in chunks {
+                a.on_event(c, &mut shown, &tx).expect("valid");
+            }
+            assert_eq!(shown.text, "The answer.");
+            let thinking = if show { "Let me think. Done." } else { "" };
+            assert_eq!(rx.borrow().thinking, thinking);
+            assert_eq!(rx.borrow().text, "The answer.");
+        }
     }
 
     #[test]

@@ -123,6 +123,8 @@ pub struct WebhookAgent {
     pub timeout: Duration,
     /// Shared with the callback route.
     pub pending: std::sync::Arc<PendingCallbacks>,
+    /// Show the turn events the agent reports in the turn's card.
+    pub stream: bool,
 }
 
 #[async_trait]
@@ -199,6 +201,10 @@ impl Agent for WebhookAgent {
             }),
         }
     }
+
+    fn reports_events(&self) -> bool {
+        self.stream
+    }
 }
 
 /// How long an inject may take: it wakes nobody, so it should be quick.
@@ -224,6 +230,7 @@ mod tests {
             secret: SecretString::from(SECRET),
             timeout: Duration::from_secs(10),
             pending: Arc::new(PendingCallbacks::default()),
+            stream: true,
         }
     }
 
@@ -235,7 +242,7 @@ mod tests {
     }
 
     async fn run(url: String) -> AgentError {
-        let (partial, _rx) = tokio::sync::watch::channel(String::new());
+        let (partial, _rx) = tokio::sync::watch::channel(crate::agent::Progress::default());
         agent(url)
             .run(&turn(), &partial)
             .await
@@ -314,7 +321,7 @@ mod tests {
     async fn a_callback_that_can_no_longer_come_keeps_its_cause() {
         let url = answering(202, "{}").await;
         let agent = agent(url);
-        let (partial, _rx) = tokio::sync::watch::channel(String::new());
+        let (partial, _rx) = tokio::sync::watch::channel(crate::agent::Progress::default());
         let t = turn();
         // A second registration under the same id drops the first turn's sender.
         let run = agent.run(&t, &partial);

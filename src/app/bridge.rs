@@ -370,6 +370,7 @@ fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
         shutdown: stops.turns.clone(),
         metrics: app.metrics.clone(),
         names: app.names.clone(),
+        turn_events: app.turn_events.clone(),
         working: app.working.clone(),
     }));
     let pipeline = Pipeline::new(

@@ -415,9 +415,15 @@ pub struct AgentConfig {
     /// API key; env `FEISHU_BRIDGE_<NAME>_AGENT_API_KEY`.
     #[serde(default)]
     pub api_key: Option<SecretString>,
-    /// openai: ask for a streamed answer and show it in a card as it grows.
+    /// openai: ask for a streamed answer and show it in a card as it grows; webhook: show
+    /// the agent's turn events (text, tool calls, status, questions) in a card as they
+    /// come. `false`: the answer comes as one reply when the agent is done.
     #[serde(default = "yes")]
     pub stream: bool,
+    /// openai: show the model's streamed reasoning (`reasoning_content`) collapsed in the
+    /// card; never part of the answer.
+    #[serde(default)]
+    pub show_thinking: bool,
     /// Fewest milliseconds between two updates of a streaming answer's card (at least
     /// 200: Feishu allows 5 updates per second per message).
     #[serde(default = "default_stream_interval")]
@@ -454,6 +460,7 @@ impl Default for AgentConfig {
             model: None,
             api_key: None,
             stream: yes(),
+            show_thinking: false,
             stream_interval_ms: default_stream_interval(),
             working_reaction: default_working_reaction(),
         }

@@ -140,7 +140,7 @@ impl FeishuClient {
         .map(|_| ())
     }
 
-    /// Replaces the whole card with `card` (streaming off).
+    /// Replaces the whole card with `card` (streaming off, unless `card` keeps it on).
     pub async fn replace_card_entity(
         &self,
         card_id: &str,
@@ -149,7 +149,10 @@ impl FeishuClient {
         urgency: Urgency,
     ) -> Result<(), OpenApiError> {
         let mut card = card.clone();
-        card["config"]["streaming_mode"] = json!(false);
+        // Streaming ends with the replacement unless the card keeps it on.
+        if card["config"]["streaming_mode"] != json!(true) {
+            card["config"]["streaming_mode"] = json!(false);
+        }
         card["config"]["update_multi"] = json!(true);
         let data = card.to_string();
         let call = self.cardkit(

@@ -1,14 +1,21 @@
 //! The card a streaming answer is shown in (schema 2.0, `update_multi` so it can be
 //! replaced while it grows; the answer's markdown carries the element id a CardKit
-//! entity streams into). Its buttons carry the turn id; the card-action handler finds
+//! entity streams into), with what else the turn shows around it (`panels`: reasoning,
+//! tool calls, questions, status). Its buttons carry the turn id; the card-action handler finds
 //! the turn, and through it the one session the button may affect. No text in it — the
 //! answer, a failure's reason (a provider's error text), its summary — notifies anyone
 //! (mention tags are made plain). The chat list previews it by `config.summary`: the
 //! answer's first line, or what state it is in.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
-use crate::feishu_api::{defuse, fit, outbound::ANSWER_ELEMENT, summary};
+use super::panels;
+use crate::{
+    agent::Progress,
+    feishu_api::{defuse, fit, outbound::ANSWER_ELEMENT, summary},
+};
 
 /// Button value `action` that stops the running turn.
 pub const ACTION_STOP: &str = "stop";
@@ -32,6 +39,18 @@ pub enum CardState<'a> {
 
 /// The card for `text` in `state`.
 pub fn answer_card(text: &str, state: CardState<'_>, turn_id: &str) -> Value {
+    progress_card(&Progress::text(text), state, turn_id, None)
+}
+
+/// The card for what a turn has shown (`p`; its text is the answer's) in `state`, with
+/// the time elapsed on its status line while it runs.
+pub fn progress_card(
+    p: &Progress,
+    state: CardState<'_>,
+    turn_id: &str,
+    elapsed: Option<Duration>,
+) -> Value {
+    let text = p.text.as_str();
     let shown = if text.trim().is_empty() {
         match state {
             CardState::Running => "…",
@@ -40,11 +59,14 @@ pub fn answer_card(text: &str, state: CardState<'_>, turn_id: &str) -> Value {
     } else {
         text
     };
-    let mut elements = vec![json!({
+    let running = state == CardState::Running;
+    let mut elements = panels::above(p);
+    elements.push(json!({
         "tag": "markdown",
         "content": defuse::mentions(shown),
         "element_id": ANSWER_ELEMENT,
-    })];
+    }));
+    elements.extend(panels::below(p, running, elapsed, turn_id));
     let note = match state {
         CardState::Running | CardState::Done => None,
         CardState::Continued => Some("(continued below)".to_string()),
@@ -76,17 +98,35 @@ pub fn answer_card(text: &str, state: CardState<'_>, turn_id: &str) -> Value {
 /// How many bytes of answer text (as [`fit::card_text_bytes`] counts them) a card in
 /// `state` has room for within Feishu's card size limit (its summary's room kept).
 pub fn text_room(state: CardState<'_>, turn_id: &str) -> usize {
-    fit::card_text_room(&answer_card("", state, turn_id)).saturating_sub(summary::RESERVE)
+    room_beside(&Progress::default(), state, turn_id)
+}
+
+/// How many bytes of answer text fit in a card in `state` beside the other parts of `p`
+/// (its panels, questions and status line, whose budgets leave the answer most of it).
+pub fn room_beside(p: &Progress, state: CardState<'_>, turn_id: &str) -> usize {
+    let others = Progress {
+        text: String::new(),
+        ..p.clone()
+    };
+    let elapsed = (state == CardState::Running).then_some(Duration::from_secs(359_999));
+    fit::card_text_room(&progress_card(&others, state, turn_id, elapsed))
+        .saturating_sub(summary::RESERVE)
 }
 
 /// The first part of `text` that fits a card in `state` (the whole text when it fits),
 /// and whether anything is left over.
 pub fn fitting(text: &str, state: CardState<'_>, turn_id: &str) -> (String, bool) {
-    let room = text_room(state, turn_id);
-    if fit::card_text_bytes(text) <= room {
-        return (text.to_string(), false);
+    fitting_beside(&Progress::text(text), state, turn_id)
+}
+
+/// What `p` shows with the first part of its text that fits a card in `state` beside
+/// its other parts, and whether any text is left over.
+pub fn fitting_beside(p: &Progress, state: CardState<'_>, turn_id: &str) -> (String, bool) {
+    let room = room_beside(p, state, turn_id);
+    if fit::card_text_bytes(&p.text) <= room {
+        return (p.text.clone(), false);
     }
-    let first = fit::split(text, room, fit::card_text_bytes)
+    let first = fit::split(&p.text, room, fit::card_text_bytes)
         .into_iter()
         .next()
         .unwrap_or_default();
@@ -196,5 +236,75 @@ mod tests {
         assert!(text.starts_with(&first));
         let (all, more) = fitting("short", CardState::Done, "turn_1");
         assert_eq!((all.as_str(), more), ("short", false));
+    }
+
+    #[test]
+    fn a_card_with_every_part_at_its_largest_stays_within_the_limit() {
+        use crate::agent::{
+            AskState, AskView,
+            events::{AskStyle, ToolStatus, ToolSummary},
+        };
+        let big = "长\"<".repeat(3000);
+        let p = Progress {
+            text: big.repeat(4),
+            thinking: big.clone(),
+            tools: (0..2000)
+                .map(|i| ToolSummary {
+                    id: format!("t{i}"),
+                    name: "n".repeat(128),
+                    input_summary: big[..1024].to_string(),
+                    status: ToolStatus::Running,
+                    duration_ms: None,
+                })
+                .collect(),
+            status: Some("s".repeat(512)),
+            asks: (0..20)
+                .map(|i| AskView {
+                    id: format!("q{i}"),
+                    prompt: "p".repeat(4096),
+                    style: AskStyle::Select,
+                    options: (0..20).map(|o| format!("{o}{}", "o".repeat(190))).collect(),
+                    state: if i == 19 {
+                        AskState::Open
+                    } else {
+                        AskState::Answered {
+                            value: "v".into(),
+                            by: None,
+                        }
+                    },
+                })
+                .collect(),
+            errors: vec!["e".repeat(4096); 50],
+        };
+        for state in [CardState::Running, CardState::Continued, CardState::Stopped] {
+            let (first, more) = fitting_beside(&p, state, "turn_1");
+            assert!(more);
+            let shown = Progress {
+                text: first,
+                ..p.clone()
+            };
+            let card = progress_card(&shown, state, "turn_1", Some(Duration::from_secs(9)));
+            assert!(
+                fit::card_request_bytes(&card) <= fit::CARD_REQUEST_MAX,
+                "{state:?}: {}",
+                fit::card_request_bytes(&card)
+            );
+            let room = room_beside(&p, state, "turn_1");
+            assert!(room > 3 * 1024, "{state:?}: the answer keeps room: {room}");
+            // A usual turn: a few tool calls and a yes/no question.
+            let usual = Progress {
+                tools: p.tools[..5].to_vec(),
+                asks: vec![AskView {
+                    id: "q".into(),
+                    prompt: "Deploy to production?".into(),
+                    style: AskStyle::Confirm,
+                    options: vec!["yes".into(), "no".into()],
+                    state: AskState::Open,
+                }],
+                ..Progress::default()
+            };
+            let room = room_beside(&usual, state, "turn_1");
+            assert!(room > 14 * 1024, "{state:?}: {room}");
+        }
     }
 }

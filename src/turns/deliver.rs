@@ -9,12 +9,13 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    card::{CardState, answer_card, fitting, text_room},
+    card::{CardState, fitting_beside, progress_card, room_beside},
     job::{ReplyTo, TurnError, TurnJob},
     persist::persist,
-    stream::{MIN_UPDATE_INTERVAL_MS, StreamCard},
+    stream::{CardParts, MIN_UPDATE_INTERVAL_MS, Opening, StreamCard},
 };
 use crate::{
+    agent::Progress,
     config::Config,
     context::{collector::token_estimate, selector::truncate},
     feishu_api::{
@@ -78,52 +79,56 @@ impl Deliverer {
         .await
     }
 
-    /// Posts the turn's card and starts keeping it current from `partial`; `None` (the
-    /// answer comes as text instead) when the card cannot be posted.
+    /// Posts the turn's card (now, or with the first progress) and keeps it current
+    /// from `progress`; the card finishes with no card posted (the answer then comes as
+    /// a reply) when it cannot be posted.
     pub(super) async fn open_card(
         &self,
         job: &TurnJob,
-        partial: &watch::Sender<String>,
-    ) -> Option<StreamCard> {
-        let interval = Duration::from_millis(
-            self.config
-                .profile(&job.profile)
-                .map_or(MIN_UPDATE_INTERVAL_MS, |p| p.agent.stream_interval_ms)
-                .max(MIN_UPDATE_INTERVAL_MS),
-        );
-        let card = StreamCard::open(&self.outbound, job, partial, interval).await?;
-        let posted = card.posted();
-        if let Err(e) = self
-            .store
-            .set_turn_card(&job.turn_id, posted.message_id(), posted.card_id())
-            .await
-        {
-            tracing::warn!(turn_id = %job.turn_id, error = %e, "card id not recorded");
-        }
-        Some(card)
+        progress: &watch::Sender<Progress>,
+        opening: Opening,
+    ) -> StreamCard {
+        let parts = CardParts {
+            outbound: self.outbound.clone(),
+            store: self.store.clone(),
+            interval: self.card_interval(&job.profile),
+        };
+        StreamCard::open(parts, job, progress, opening).await
     }
 
-    /// Posts the answer and records it. `card` is the turn's streaming card, if any.
+    /// Fewest milliseconds between two updates of a card of `profile`.
+    pub(super) fn card_interval(&self, profile: &str) -> Duration {
+        Duration::from_millis(
+            self.config
+                .profile(profile)
+                .map_or(MIN_UPDATE_INTERVAL_MS, |p| p.agent.stream_interval_ms)
+                .max(MIN_UPDATE_INTERVAL_MS),
+        )
+    }
+
+    /// Posts the answer and records it. `card` is the turn's streaming card, if any,
+    /// with what the turn showed beside its text (kept in the final card). An answer
+    /// without a card goes out as markdown, so its code blocks and tables render.
     pub(super) async fn deliver(
         &self,
         job: &TurnJob,
-        card: Option<&PostedCard>,
+        card: Option<(&PostedCard, &Progress)>,
         answer: &str,
         topic_root_delivered: Option<(String, String, String)>,
     ) -> Result<(), TurnError> {
         let reply = match card {
-            Some(card) => match persist(&self.shutdown, "final card", &job.turn_id, || {
-                self.finish_card(job, card, answer)
+            Some((card, shown)) => match persist(&self.shutdown, "final card", &job.turn_id, || {
+                self.finish_card(job, card, shown, answer)
             })
             .await
             {
                 Ok(()) => card.sent.clone(),
                 Err(e) => {
-                    tracing::warn!(turn_id = %job.turn_id, error = %e, "final card update failed; answering with text");
-                    self.send_answer(job, answer, Format::Text).await?
+                    tracing::warn!(turn_id = %job.turn_id, error = %e, "final card update failed; answering with a reply");
+                    self.send_answer(job, answer, Format::Markdown).await?
                 }
             },
-            None => self.send_answer(job, answer, Format::Text).await?,
+            None => self.send_answer(job, answer, Format::Markdown).await?,
         };
         let completion = TurnCompletion {
             turn_id: job.turn_id.clone(),
@@ -154,17 +159,18 @@ impl Deliverer {
         .await
     }
 
-    /// The card gets the first part of the answer that fits it, in its final state with
-    /// its buttons; the rest follows in markdown continuations below it. An update
-    /// refused for its size is made again with half as much text, so the card never
-    /// stays "running" with a stop button.
+    /// The card gets the first part of the answer that fits it (beside what else the
+    /// turn showed), in its final state with its buttons; the rest follows in markdown
+    /// continuations below it. An update refused for its size is made again with half as
+    /// much text, so the card never stays "running" with a stop button.
     async fn finish_card(
         &self,
         job: &TurnJob,
         card: &PostedCard,
+        shown: &Progress,
         answer: &str,
     ) -> Result<(), OutboundError> {
-        let mut room = text_room(CardState::Continued, &job.turn_id);
+        let mut room = room_beside(shown, CardState::Continued, &job.turn_id);
         loop {
             let parts = if fit::card_text_bytes(answer) <= room {
                 vec![answer.to_string()]
@@ -180,7 +186,11 @@ impl Deliverer {
             } else {
                 CardState::Done
             };
-            let view = answer_card(first, state, &job.turn_id);
+            let last = Progress {
+                text: first.to_string(),
+                ..shown.clone()
+            };
+            let view = progress_card(&last, state, &job.turn_id, None);
             let updated = self
                 .outbound
                 .update_card(CardUpdate {
@@ -190,6 +200,7 @@ impl Deliverer {
                     view: &view,
                     text: first,
                     urgency: Urgency::Required,
+                    whole: true,
                 })
                 .await;
             match updated {
@@ -216,21 +227,25 @@ impl Deliverer {
     }
 
     /// Tells the user a turn ended without an answer: on its card when it has one
-    /// (`(card, text so far)`; the card then shows `state` with as much of the text as
+    /// (`(card, what it showed)`; the card then shows `state` with as much of the text as
     /// fits — a failure to update it is only logged, the turn's state is already
     /// recorded), else with `notice`.
     pub(super) async fn tell_ended(
         &self,
         to: ReplyTo<'_>,
-        card: Option<(&PostedCard, &str)>,
+        card: Option<(&PostedCard, &Progress)>,
         state: CardState<'_>,
         notice: &str,
     ) -> Result<(), OutboundError> {
-        let Some((card, text)) = card else {
+        let Some((card, progress)) = card else {
             return self.notify(to, notice).await;
         };
-        let (shown, _) = fitting(text, state, to.turn_id);
-        let view = answer_card(&shown, state, to.turn_id);
+        let (text, _) = fitting_beside(progress, state, to.turn_id);
+        let shown = Progress {
+            text,
+            ..progress.clone()
+        };
+        let view = progress_card(&shown, state, to.turn_id, None);
         if let Err(e) = self
             .outbound
             .update_card(CardUpdate {
@@ -238,8 +253,9 @@ impl Deliverer {
                 chat_id: to.chat_id,
                 card,
                 view: &view,
-                text: &shown,
+                text: &shown.text,
                 urgency: Urgency::Required,
+                whole: true,
             })
             .await
         {

@@ -189,7 +189,9 @@ impl Recovery {
         let deliverer = self.runner.deliverer();
         // The card's create time was not kept: the answer is stamped when delivered.
         let card = posted_card(&row);
-        let outcome = match deliverer.deliver(&job, card.as_ref(), &output, None).await {
+        let shown = self.runner.shown(&row.turn_id).await;
+        let card = card.as_ref().map(|c| (c, &shown));
+        let outcome = match deliverer.deliver(&job, card, &output, None).await {
             Ok(()) => Outcome::Delivered,
             Err(e) => {
                 tracing::error!(turn_id = %row.turn_id, error = %e, "stored answer not delivered");
@@ -229,7 +231,8 @@ impl Recovery {
                     in_thread: job.as_ref().is_none_or(|j| !j.is_dm),
                 };
                 let posted = posted_card(&row);
-                let card = posted.as_ref().map(|p| (p, ""));
+                let progress = self.runner.shown(&row.turn_id).await;
+                let card = posted.as_ref().map(|p| (p, &progress));
                 let shown = CardState::Failed(INTERRUPTED);
                 if let Err(e) = deliverer.tell_ended(to, card, shown, INTERRUPTED).await {
                     tracing::warn!(turn_id = %row.turn_id, error = %e, "interrupted turn's user not told");

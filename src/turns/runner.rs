@@ -14,16 +14,19 @@ use tokio_util::sync::CancellationToken;
 use super::{
     card::CardState,
     deliver::{Deliverer, INTERRUPTED},
+    follow::EventFollower,
     gather::{Gathered, Gatherer},
     job::{Outcome, ReplyTo, TurnDone, TurnError, TurnJob},
     order::{SessionOrder, Waited},
     persist::{pause, persist},
     queue::SessionQueues,
+    stream::Opening,
     working::{ReactionHandle, Working},
 };
 use crate::{
     agent::{
-        Agent, AgentError, AgentTurn, ContextItem, EchoAgent, FeedSegment, PastTurn, TurnSender,
+        Agent, AgentError, AgentTurn, ContextItem, EchoAgent, FeedSegment, PastTurn, Progress,
+        TurnSender, events::TurnEventNote,
     },
     config::Config,
     feed::Feed,
@@ -68,6 +71,8 @@ pub struct TurnRunner {
     owner: String,
     /// Waits for a session's earlier turns on other replicas.
     order: SessionOrder,
+    /// Reads what agents report while their turns run.
+    follower: EventFollower,
     /// The reaction on a running turn's request.
     working: Arc<Working>,
 }
@@ -102,6 +107,8 @@ pub struct RunnerParts {
     pub metrics: Metrics,
     /// Senders' names in the turn's context.
     pub names: Arc<crate::names::Names>,
+    /// Where stored turn events are announced (a turn's card shows them).
+    pub turn_events: broadcast::Sender<TurnEventNote>,
     /// The reaction on a running turn's request.
     pub working: Arc<Working>,
 }
@@ -122,8 +129,8 @@ struct Started {
 /// What the agent did with a turn; `None` when the turn was cancelled first.
 struct Asked {
     answer: Option<Result<String, AgentError>>,
-    /// The streaming card and the text it showed last.
-    card: Option<(PostedCard, String)>,
+    /// The streaming card and what the turn showed last.
+    card: Option<(PostedCard, Progress)>,
 }
 
 impl TurnRunner {
@@ -149,9 +156,14 @@ impl TurnRunner {
             poll: std::time::Duration::from_millis(p.config.worker.replica_poll_ms.max(1)),
             shutdown: p.shutdown.clone(),
         };
+        let follower = EventFollower {
+            store: p.store.clone(),
+            notes: p.turn_events,
+        };
         Self {
             owner: p.config.replica_id(),
             order,
+            follower,
             config: p.config,
             sessions: p.store.clone(),
             leases: p.store.clone(),
@@ -510,31 +522,63 @@ impl TurnRunner {
         }
     }
 
-    /// Hands the turn to its agent, streaming into a card when the backend streams,
-    /// until it answers or the turn is cancelled.
+    /// Hands the turn to its agent, until it answers or the turn is cancelled: a
+    /// streaming backend's answer grows in a card posted at once; an agent reporting
+    /// turn events gets a card with the first thing it shows.
     async fn ask(&self, job: &TurnJob, turn: &AgentTurn, cancel: &CancellationToken) -> Asked {
         let agent: Arc<dyn Agent> = self
             .agents
             .get(&job.profile)
             .cloned()
             .unwrap_or_else(|| Arc::new(EchoAgent));
-        let (partial, _) = watch::channel(String::new());
-        let card = if agent.streams() {
-            self.deliverer.open_card(job, &partial).await
+        let (partial, _) = watch::channel(Progress::default());
+        let reports = agent.reports_events();
+        let opening = if agent.streams() {
+            Some(Opening::Now)
         } else {
-            None
+            reports.then_some(Opening::FirstShown)
         };
+        let card = match opening {
+            Some(o) => Some(self.deliverer.open_card(job, &partial, o).await),
+            None => None,
+        };
+        let following = reports.then(|| {
+            let interval = self.deliverer.card_interval(&job.profile);
+            self.follower.follow(&job.turn_id, &partial, interval)
+        });
         let answer = tokio::select! {
             biased;
             () = cancel.cancelled() => None,
             a = agent.run(turn, &partial) => Some(a),
         };
-        let shown = partial.borrow().clone();
+        if let Some(following) = following {
+            following.stop().await;
+        }
         let card = match card {
-            Some(c) => Some((c.finish().await, shown)),
+            Some(c) => c.finish().await,
             None => None,
         };
-        Asked { answer, card }
+        // What the final card keeps: the events as stored by now, or what was streamed.
+        let shown = if reports {
+            self.shown(&job.turn_id).await
+        } else {
+            partial.borrow().clone()
+        };
+        Asked {
+            answer,
+            card: card.map(|c| (c, shown)),
+        }
+    }
+
+    /// What a turn's events show (nothing, when they cannot be read).
+    pub(super) async fn shown(&self, turn_id: &str) -> Progress {
+        match self.follower.progress(turn_id).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(turn_id, error = %e, "turn events not read; the card shows the answer alone");
+                Progress::default()
+            }
+        }
     }
 
     /// Records and tells what became of the turn: its answer stored, then delivered; or
@@ -545,10 +589,7 @@ impl TurnRunner {
         s: &Started,
         asked: Asked,
     ) -> Result<Outcome, TurnError> {
-        let card = asked
-            .card
-            .as_ref()
-            .map(|(posted, text)| (posted, text.as_str()));
+        let card = asked.card.as_ref().map(|(posted, shown)| (posted, shown));
         match asked.answer {
             None => self.end_cancelled(job, card).await,
             Some(Err(e)) => {
@@ -577,9 +618,8 @@ impl TurnRunner {
                             s.session.session_id.clone(),
                         )
                     });
-                let posted = asked.card.as_ref().map(|(posted, _)| posted);
                 self.deliverer
-                    .deliver(job, posted, &answer, root_delivered)
+                    .deliver(job, card, &answer, root_delivered)
                     .await?;
                 Ok(Outcome::Answered)
             }
@@ -608,7 +648,7 @@ impl TurnRunner {
     async fn end_cancelled(
         &self,
         job: &TurnJob,
-        card: Option<(&PostedCard, &str)>,
+        card: Option<(&PostedCard, &Progress)>,
     ) -> Result<Outcome, TurnError> {
         let (state, error, shown, notice, outcome) = if self.shutdown.is_cancelled() {
             (

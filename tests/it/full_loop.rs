@@ -98,9 +98,15 @@ async fn full_loop(db: TestDb, mut backend: Backend, answer: &str) {
     assert_eq!(target, "om_plan", "a reply to the request");
     assert_eq!(body["reply_in_thread"], true);
     assert_eq!(body["uuid"].as_str().map(str::len), Some(32));
+    // An answer goes out as markdown: a schema 2.0 card with one markdown element.
+    assert_eq!(body["msg_type"], "interactive", "{body}");
     let content: Value =
-        serde_json::from_str(body["content"].as_str().unwrap_or_default()).expect("text content");
-    let replied = content["text"].as_str().unwrap_or_default().to_string();
+        serde_json::from_str(body["content"].as_str().unwrap_or_default()).expect("card content");
+    assert_eq!(content["schema"], "2.0", "{content}");
+    let replied = content["body"]["elements"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(replied.starts_with(answer), "{replied}");
 
     let turn = app.turn_of("om_plan").await;

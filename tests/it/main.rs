@@ -52,6 +52,7 @@ mod streaming;
 mod streaming_window;
 mod support;
 mod token_outage;
+mod turn_cards;
 mod turn_events;
 mod turns;
 mod vectors;

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use std::error::Error as _;
 
-use feishu_bridge::agent::{Agent, AgentError, AgentTurn, OpenAiAgent, PastTurn, TurnSender};
+use feishu_bridge::agent::{
+    Agent, AgentError, AgentTurn, OpenAiAgent, PastTurn, Progress, TurnSender,
+};
 use secrecy::SecretString;
 use serde_json::json;
 use tokio::sync::watch;
@@ -29,6 +31,7 @@ fn agent(fake: &FakeOpenAi, key: Option<&str>, stream: bool) -> OpenAiAgent {
         api_key: key.map(SecretString::from),
         timeout: Duration::from_secs(30),
         stream,
+        show_thinking: false,
     }
 }
 
@@ -66,8 +69,8 @@ fn turn(prompt: &str, earlier: &[(&str, &str)]) -> AgentTurn {
     }
 }
 
-fn partial() -> (watch::Sender<String>, watch::Receiver<String>) {
-    watch::channel(String::new())
+fn partial() -> (watch::Sender<Progress>, watch::Receiver<Progress>) {
+    watch::channel(Progress::default())
 }
 
 #[tokio::test]
@@ -82,7 +85,10 @@ async fn earlier_turns_become_messages_before_the_prompt() {
     );
     let answer = agent.run(&t, &tx).await.expect("answer");
     assert_eq!(answer, "The answer.");
-    assert_eq!(*rx.borrow(), "", "a non-streamed answer publishes nothing");
+    assert!(
+        rx.borrow().is_empty(),
+        "a non-streamed answer publishes nothing"
+    );
 
     let seen = fake.requests(1).await;
     assert_eq!(seen.len(), 1);
@@ -146,7 +152,7 @@ async fn a_stream_publishes_the_growing_text_in_order() {
         for _ in pieces {
             fake.release();
             rx.changed().await.expect("the agent holds the sender");
-            seen.push(rx.borrow_and_update().clone());
+            seen.push(rx.borrow_and_update().text.clone());
         }
         seen
     };
@@ -183,7 +189,7 @@ async fn an_unstepped_stream_still_grows_monotonically() {
     let watch = async {
         let mut seen = Vec::new();
         while rx.changed().await.is_ok() {
-            seen.push(rx.borrow_and_update().clone());
+            seen.push(rx.borrow_and_update().text.clone());
         }
         seen
     };
@@ -269,6 +275,7 @@ async fn an_unreachable_server_is_reported_without_its_url() {
         api_key: Some(SecretString::from(KEY)),
         timeout: Duration::from_secs(30),
         stream: true,
+        show_thinking: false,
     };
     let (tx, _rx) = partial();
     let err = agent
@@ -310,7 +317,7 @@ async fn dropping_a_running_turn_closes_the_stream() {
             changed = rx.changed() => {
                 changed.expect("the agent holds the sender");
                 assert!(!fake.is_client_gone(), "the client is still reading");
-                rx.borrow().clone()
+                rx.borrow().text.clone()
             }
         }
     })

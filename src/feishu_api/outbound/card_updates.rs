@@ -1,6 +1,7 @@
 //! Keeping a posted card current through the Open API: a CardKit entity streams its
-//! text into the answer element and is finished by turning streaming off and replacing
-//! the card; a card posted as a message is replaced with PATCH.
+//! text into the answer element (or, when more than its text changed, is replaced whole
+//! with its streaming mode kept on) and is finished by turning streaming off and
+//! replacing the card; a card posted as a message is replaced with PATCH.
 //!
 //! Two refusals of a real tenant are handled here or below. Feishu closes a card's
 //! streaming mode ten minutes after it was turned on (200850; 300309 once it is off):
@@ -28,6 +29,20 @@ impl FeishuOutbound {
             return Err(OutboundError::Api(OpenApiError::Deferred));
         }
         let done = match &card.entity {
+            Some(entity) if intermediate && update.whole => {
+                // Replaced whole while it streams: the card keeps its streaming mode.
+                let mut view = update.view.clone();
+                view["config"]["streaming_mode"] = serde_json::json!(true);
+                card.pace.wait(pacing::ENTITY_SPACING).await;
+                client
+                    .replace_card_entity(
+                        &entity.card_id,
+                        &view,
+                        &entity.sequence,
+                        Urgency::Intermediate,
+                    )
+                    .await
+            }
             Some(entity) if intermediate => stream(client, card, entity, update.text).await,
             Some(entity) => {
                 card.pace.wait(pacing::ENTITY_SPACING).await;

@@ -165,6 +165,9 @@ pub struct CardUpdate<'a> {
     pub text: &'a str,
     /// An intermediate state of a streaming answer, or its final one.
     pub urgency: Urgency,
+    /// Whether more than the answer text changed (an intermediate update of a CardKit
+    /// card then replaces the card whole instead of streaming the text into it).
+    pub whole: bool,
 }
 
 /// Why a reply did not go out.

@@ -59,6 +59,10 @@ pub struct FakeOpenAiState {
     gate: Arc<Semaphore>,
 }
 
+/// An answer chunk starting with this is streamed as reasoning (`reasoning_content`),
+/// the rest of it being the reasoning.
+pub const THINKING: &str = "THINK:";
+
 /// The running fake.
 pub struct FakeOpenAi {
     /// Base URL for `base_url`; ends with `/v1`.
@@ -176,7 +180,8 @@ async fn completions(
             "object": "chat.completion",
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": s.chunks.concat()},
+                "message": {"role": "assistant", "content": s.chunks.iter()
+                    .filter(|c| !c.starts_with(THINKING)).cloned().collect::<String>()},
                 "finish_reason": "stop"
             }]
         });
@@ -194,10 +199,16 @@ async fn completions(
         false,
     ));
     for (i, chunk) in s.chunks.iter().enumerate() {
+        // A chunk marked as reasoning streams as `reasoning_content`, as reasoning models'
+        // OpenAI-compatible servers send it.
+        let delta = match chunk.strip_prefix(THINKING) {
+            Some(thought) => json!({"reasoning_content": thought}),
+            None => json!({"content": chunk}),
+        };
         events.push_back((
             event(json!({
                 "id": "chatcmpl-fake", "object": "chat.completion.chunk",
-                "choices": [{"index": 0, "delta": {"content": chunk}, "finish_reason": null}]
+                "choices": [{"index": 0, "delta": delta, "finish_reason": null}]
             })),
             step || hold_after == Some(i),
         ));

@@ -69,7 +69,8 @@ impl FakeState {
         by_uuid.or_else(|| self.posted.lock().expect("lock").get(id).map(|p| p.at))
     }
 
-    /// The text shown in the latest update (PATCH) of card `id`.
+    /// The answer text shown in the latest update (PATCH) of card `id`: its element
+    /// `answer`, else its first markdown.
     pub fn card_text(&self, id: &str) -> Option<String> {
         self.patches
             .lock()
@@ -78,10 +79,11 @@ impl FakeState {
             .rev()
             .find(|(m, _)| m == id)
             .map(|(_, card)| {
-                card["body"]["elements"][0]["content"]
-                    .as_str()
+                let body = &card["body"];
+                find_element(body, &|e| e["element_id"] == "answer")
+                    .or_else(|| find_element(body, &|e| e["tag"] == "markdown"))
+                    .and_then(|e| e["content"].as_str().map(str::to_string))
                     .unwrap_or_default()
-                    .to_string()
             })
     }
 
