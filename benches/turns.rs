@@ -37,7 +37,7 @@ use axum::{
     body::Bytes,
     extract::{Path, State},
     http::{HeaderMap, StatusCode},
-    routing::{get, post},
+    routing::{delete, get, post},
 };
 use feishu_bridge::{Bridge, inbox::Processed, protocol::crypto, turns::TurnDone};
 use serde_json::{Value, json};
@@ -214,6 +214,14 @@ async fn reply(
     Json(json!({"code": 0, "msg": "success", "data": {"message_id": reply_id}}))
 }
 
+/// A turn's working reaction, added and removed (the ids are not checked here).
+async fn reaction(headers: HeaderMap) -> Json<Value> {
+    if !authorized(&headers) {
+        return Json(json!({"code": 99991663, "msg": "invalid access token"}));
+    }
+    Json(json!({"code": 0, "msg": "success", "data": {"reaction_id": "reaction_bench"}}))
+}
+
 async fn other_call(
     State(s): State<FeishuState>,
     method: axum::http::Method,
@@ -241,6 +249,11 @@ async fn start_feishu() -> (
         .route("/open-apis/bot/v3/info", get(bot_info))
         .route("/open-apis/im/v1/messages/{id}/reply", post(reply))
         .route("/open-apis/contact/v3/users/batch", get(users))
+        .route("/open-apis/im/v1/messages/{id}/reactions", post(reaction))
+        .route(
+            "/open-apis/im/v1/messages/{id}/reactions/{reaction_id}",
+            delete(reaction),
+        )
         .fallback(other_call)
         .with_state(FeishuState { seen, unexpected });
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind feishu");

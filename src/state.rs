@@ -98,6 +98,8 @@ pub struct App {
     pub digest: Arc<Digest>,
     /// Display names of senders and chats.
     pub names: Arc<crate::names::Names>,
+    /// The reaction on a running turn's request.
+    pub working: Arc<crate::turns::Working>,
     /// Where timed work reads the time.
     pub clock: Arc<dyn Clock>,
     /// Delivers the answers of agents' questions.

@@ -31,7 +31,9 @@ use crate::{
     names::Names,
     store::{self, Store},
     telemetry::Metrics,
-    turns::{AskDuty, Recovery, ReplicaDuties, RunnerParts, TurnRunner, queue::SessionQueues},
+    turns::{
+        AskDuty, Recovery, ReplicaDuties, RunnerParts, TurnRunner, Working, queue::SessionQueues,
+    },
     util::{Clock, SystemClock},
 };
 
@@ -238,6 +240,8 @@ impl Bridge {
         {
             tracing::warn!("turns did not finish within the grace period");
         }
+        // The reactions of the turns that just ended are taken off.
+        self.state.working.finish(grace).await;
         for task in self.tasks {
             if tokio::time::timeout(grace, task).await.is_err() {
                 tracing::warn!("a background task did not stop within the grace period");
@@ -323,6 +327,12 @@ fn assemble(
         tasks: background.clone(),
         stop,
     }));
+    let working = Arc::new(Working::new(
+        config.clone(),
+        clients.clone(),
+        store.clone(),
+        clock.clone(),
+    ));
     App {
         config,
         profiles,
@@ -342,6 +352,7 @@ fn assemble(
         feed,
         digest,
         names,
+        working,
         clock,
         background,
         answers,
@@ -392,6 +403,7 @@ fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
         metrics: app.metrics.clone(),
         names: app.names.clone(),
         turn_events: app.turn_events.clone(),
+        working: app.working.clone(),
     }));
     let pipeline = Pipeline::new(
         config.clone(),

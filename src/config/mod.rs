@@ -428,6 +428,17 @@ pub struct AgentConfig {
     /// 200: Feishu allows 5 updates per second per message).
     #[serde(default = "default_stream_interval")]
     pub stream_interval_ms: u64,
+    /// The emoji (Feishu's `emoji_type`, e.g. `Typing`) the bot reacts with on a request
+    /// while its turn runs, removed when the turn ends; empty: none.
+    #[serde(default = "default_working_reaction")]
+    pub working_reaction: String,
+}
+
+/// The reaction a running turn shows on its request unless configured otherwise.
+pub const DEFAULT_WORKING_REACTION: &str = "Typing";
+
+fn default_working_reaction() -> String {
+    DEFAULT_WORKING_REACTION.to_string()
 }
 
 fn default_stream_interval() -> u64 {
@@ -451,6 +462,7 @@ impl Default for AgentConfig {
             stream: yes(),
             show_thinking: false,
             stream_interval_ms: default_stream_interval(),
+            working_reaction: default_working_reaction(),
         }
     }
 }

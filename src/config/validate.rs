@@ -157,6 +157,13 @@ fn is_url_segment(name: &str) -> bool {
     !name.is_empty() && name.chars().all(allowed)
 }
 
+/// A Feishu `emoji_type` as its emoji list spells them (`Typing`, `OnIt`, `THUMBSUP`),
+/// or empty (no reaction). Whether Feishu knows it only Feishu can say: an unknown one
+/// is refused with 231001 when first used, and the bridge stops trying (`/status`).
+fn is_emoji_type(emoji: &str) -> bool {
+    emoji.len() <= 64 && emoji.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// One profile past its name; `key` names its fields (`profiles[i].…`).
 fn profile(p: &Profile, key: &dyn Fn(&str) -> String, out: &mut Problems) {
     out.require(!p.app_id.trim().is_empty(), key("app_id"), || {
@@ -209,6 +216,13 @@ fn profile(p: &Profile, key: &dyn Fn(&str) -> String, out: &mut Problems) {
         url::Url::parse(&p.api_base).is_ok(),
         key("api_base"),
         || "not a URL".into(),
+    );
+    out.require(
+        is_emoji_type(&p.agent.working_reaction),
+        key("agent.working_reaction"),
+        || {
+            "expected one of Feishu's emoji types (letters, digits and _, at most 64; e.g. \"Typing\"), or \"\" for none".into()
+        },
     );
     match p.agent.kind {
         AgentKind::Webhook => webhook_agent(p, key, out),
@@ -299,6 +313,21 @@ kind = "openai"
 
     fn load(agent_lines: &str) -> Result<super::super::Config, ConfigError> {
         load_from_str(&format!("{BASE}{agent_lines}"), &|_| None).map_err(ConfigErrors::single)
+    }
+
+    #[test]
+    fn the_working_reaction_is_an_emoji_type_or_empty() {
+        const AGENT: &str = "base_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"m\"\n";
+        for good in ["", "Typing", "OnIt", "THUMBSUP", "Get_it"] {
+            let config = load(&format!("{AGENT}working_reaction = \"{good}\"\n"));
+            assert!(config.is_ok(), "{good:?}: {config:?}");
+        }
+        for bad in [" Typing", "👀", "On It", "a/b", &"x".repeat(65)] {
+            let err = load(&format!("{AGENT}working_reaction = {bad:?}\n")).expect_err(bad);
+            assert_eq!(err.key, "profiles[0].agent.working_reaction", "{bad}");
+        }
+        let config = load(AGENT).expect("defaults");
+        assert_eq!(config.profiles[0].agent.working_reaction, "Typing");
     }
 
     #[test]

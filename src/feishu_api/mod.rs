@@ -1,7 +1,8 @@
 //! The Feishu Open API, as the bridge uses it: the tenant access token (cached, never
 //! one request per message), the app's call budget, each bot's own identity, reads, and
 //! the replies and cards leaving the bridge (`outbound`), each within Feishu's limits,
-//! none of them able to notify anyone (`defuse`), each card with a chat-list summary.
+//! none of them able to notify anyone (`defuse`), each card with a chat-list summary;
+//! the reactions that show a request is being worked on (`reactions`).
 
 mod budget;
 mod call;
@@ -15,6 +16,7 @@ mod error;
 pub mod fit;
 pub mod identity;
 pub mod outbound;
+pub mod reactions;
 mod read;
 pub mod reply;
 pub mod summary;

@@ -103,6 +103,8 @@ pub struct ProfileStatus {
     pub connection: &'static str,
     /// Its long connection (websocket profiles only).
     pub long_connection: Option<LongConnectionBody>,
+    /// The reaction its bot puts on a request while the turn runs.
+    pub working_reaction: crate::turns::working::WorkingReactionStatus,
 }
 
 /// A profile's long connection.
@@ -315,6 +317,7 @@ fn profile_status(app: &App, p: &Profile) -> ProfileStatus {
                     .unwrap_or_else(|| ConnView::starting(&p.name)),
             )
         }),
+        working_reaction: app.working.status(&p.name),
     }
 }
 

@@ -71,6 +71,9 @@ pub struct TurnRow {
     pub card_message_id: Option<String>,
     /// That card's CardKit entity id, when it was sent as one.
     pub card_id: Option<String>,
+    /// Feishu's id of the reaction showing on the request while the turn runs, until it
+    /// is removed (an ended turn that still has one is removed at the next start).
+    pub working_reaction_id: Option<String>,
     /// Why it failed or was cancelled.
     pub error: Option<String>,
     /// The replica that owns it (runs it, or recovers it).
@@ -156,6 +159,20 @@ pub trait TurnStore: Send + Sync + 'static {
         message_id: &str,
         card_id: Option<&str>,
     ) -> Result<(), StoreError>;
+    /// Remembers the reaction showing on the turn's request (see
+    /// [`TurnRow::working_reaction_id`]).
+    async fn record_turn_reaction(
+        &self,
+        turn_id: &str,
+        reaction_id: &str,
+    ) -> Result<(), StoreError>;
+    /// Forgets the turn's reaction once it is removed, unless another one was recorded
+    /// meanwhile.
+    async fn clear_turn_reaction(&self, turn_id: &str, reaction_id: &str)
+    -> Result<(), StoreError>;
+    /// Ended turns whose reaction is still recorded (its removal did not get through),
+    /// oldest first, at most `limit`.
+    async fn ended_turn_reactions(&self, limit: i64) -> Result<Vec<TurnRow>, StoreError>;
     /// Stores the agent's answer before it is posted.
     async fn save_turn_output(
         &self,

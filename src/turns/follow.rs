@@ -13,11 +13,11 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    names::Names,
     agent::{
         AskState, AskView, Partial, Progress,
         events::{AskStyle, TurnEvent, TurnEventNote, summarize},
     },
+    names::Names,
     store::{Store, StoreError},
 };
 

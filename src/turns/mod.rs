@@ -19,7 +19,8 @@
 //! gathers a turn's context (`gather`), hands it to the agent, and leaves everything the
 //! user is told to the `Deliverer` (`deliver`, with the streaming card of `stream`).
 //! A turn's job, errors and reply target are in `job`. A webhook agent's questions are
-//! answered from card buttons and timed out in `asks`.
+//! answered from card buttons and timed out in `asks`; the reaction its request shows
+//! while it runs is in `working`.
 
 pub mod asks;
 pub mod buttons;
@@ -37,9 +38,11 @@ pub mod queue;
 mod recovery;
 mod runner;
 mod stream;
+pub mod working;
 
 pub use asks::AskDuty;
 pub use duties::ReplicaDuties;
 pub use job::{Outcome, TurnDone, TurnJob};
 pub use recovery::{Recovered, Recovery};
 pub use runner::{RunnerParts, TurnRunner};
+pub use working::Working;

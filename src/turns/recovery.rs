@@ -3,7 +3,8 @@
 //! whose takeover of a dead replica's turn went through first). Queued turns are queued again (in their order); a turn whose answer was
 //! stored before the crash has it delivered (with the same uuids, so Feishu posts it
 //! once even if the first attempt got through); a turn that was still waiting for its
-//! agent is failed and its user told.
+//! agent is failed and its user told. The reaction such a turn's request still shows is
+//! taken off (and, at start, those of turns that ended before their removal got through).
 
 use std::{sync::Arc, time::Duration};
 
@@ -90,6 +91,8 @@ impl Recovery {
     /// through the session queues so that each session keeps its order.
     pub async fn run(&self, queues: &SessionQueues) -> Result<Recovered, StoreError> {
         let found = self.pick_up(queues, true).await?;
+        // Ended turns whose reaction is still showing (its removal did not get through).
+        self.runner.working().sweep().await;
         if found != Recovered::default() {
             tracing::info!(
                 requeued = found.requeued,
@@ -201,12 +204,15 @@ impl Recovery {
                 Outcome::Failed
             }
         };
+        self.runner.working().remove_recorded(&row);
         self.runner
             .announce(&row.profile, &row.message_id, &row.turn_id, outcome);
     }
 
     /// Fails a turn the restart interrupted and tells its user.
     async fn interrupted(&self, row: TurnRow, job: Option<TurnJob>) {
+        // Nobody works on it any more, whoever ends it.
+        self.runner.working().remove_recorded(&row);
         let deliverer = self.runner.deliverer();
         let ended = deliverer
             .end(

@@ -21,6 +21,7 @@ use super::{
     persist::{pause, persist},
     queue::SessionQueues,
     stream::Opening,
+    working::{ReactionHandle, Working},
 };
 use crate::{
     agent::{
@@ -72,6 +73,8 @@ pub struct TurnRunner {
     order: SessionOrder,
     /// Reads what agents report while their turns run.
     follower: EventFollower,
+    /// The reaction on a running turn's request.
+    working: Arc<Working>,
 }
 
 impl std::fmt::Debug for TurnRunner {
@@ -106,6 +109,8 @@ pub struct RunnerParts {
     pub names: Arc<crate::names::Names>,
     /// Where stored turn events are announced (a turn's card shows them).
     pub turn_events: broadcast::Sender<TurnEventNote>,
+    /// The reaction on a running turn's request.
+    pub working: Arc<Working>,
 }
 
 /// A turn that started: its session, what was gathered, its prompt, its row.
@@ -117,6 +122,8 @@ struct Started {
     prompt: String,
     row_id: i64,
     quote_readable: bool,
+    /// The reaction on its request while it runs (taken off when this is dropped).
+    reaction: Option<ReactionHandle>,
 }
 
 /// What the agent did with a turn; `None` when the turn was cancelled first.
@@ -170,6 +177,7 @@ impl TurnRunner {
             done: p.done,
             metrics: p.metrics,
             shutdown: p.shutdown,
+            working: p.working,
         }
     }
 
@@ -181,6 +189,11 @@ impl TurnRunner {
     /// This replica's name on its turns (`worker.replica_id`).
     pub fn owner(&self) -> &str {
         &self.owner
+    }
+
+    /// The reaction on running turns' requests.
+    pub(super) fn working(&self) -> &Arc<Working> {
+        &self.working
     }
 
     /// What tells users about turns (recovery delivers stored answers through it).
@@ -310,7 +323,9 @@ impl TurnRunner {
         {
             tracing::warn!(turn_id = %job.turn_id, reason = %e.reason(), "feed segments not marked read; the next turn gets them again");
         }
-        self.conclude(job, &started, asked).await
+        let outcome = self.conclude(job, &started, asked).await;
+        self.working.end(started.reaction);
+        outcome
     }
 
     /// Starts a turn: its session, its context, its decision, all recorded with the
@@ -386,6 +401,10 @@ impl TurnRunner {
             return Ok(Err(Outcome::Skipped));
         };
         tracing::info!(profile = %job.profile, message_id = %job.message_id, turn_id = %job.turn_id, decision_id, mode = %decision.mode, "context decision recorded");
+        let reaction = match quote_readable {
+            true => self.working.begin(job).await,
+            false => None,
+        };
         Ok(Ok(Started {
             session,
             feed,
@@ -393,6 +412,7 @@ impl TurnRunner {
             prompt,
             row_id,
             quote_readable,
+            reaction,
         }))
     }
 
@@ -525,7 +545,8 @@ impl TurnRunner {
         };
         let following = reports.then(|| {
             let interval = self.deliverer.card_interval(&job.profile);
-            self.follower.follow(&job.profile, &job.turn_id, &partial, interval)
+            self.follower
+                .follow(&job.profile, &job.turn_id, &partial, interval)
         });
         let answer = tokio::select! {
             biased;

@@ -40,6 +40,7 @@ mod outage;
 mod owner_only;
 mod pending;
 mod pg_tls;
+mod reactions;
 mod readme_curl;
 mod replicas;
 mod replies;

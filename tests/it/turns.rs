@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::{
     both_backends,
     support::{
-        Signer, TestApp, TestDb, app::turn_of, config, config_toml, crash::Crashable,
+        Signer, TestApp, TestDb, app::turn_of, cards::until, config, config_toml, crash::Crashable,
         fake_feishu::FakeFeishu, feishu::Msg, gated_agent::GatedAgent, next_matching,
     },
 };
@@ -156,7 +156,12 @@ async fn token_life(db: TestDb) {
 
     // Invalidated early (99991663): the first call that meets the revoked token (the
     // read of the thread's root) replaces it once, and the reply goes out with the new
-    // one at the first attempt.
+    // one at the first attempt. (Once the earlier turns' working reactions are off: their
+    // removal goes on after the turn ended, and would meet the revoked token first.)
+    until(&fake, || {
+        fake.state.reactions.live.lock().expect("lock").is_empty()
+    })
+    .await;
     fake.state.revoke_token();
     let before = attempts();
     let reads = fake.state.get_requests.load(Ordering::SeqCst);
@@ -170,6 +175,10 @@ async fn token_life(db: TestDb) {
     // Two hours later (on both clocks) the token has expired: it is replaced before it
     // is used, not after a refusal.
     let later = std::time::Duration::from_secs(7_300);
+    until(&fake, || {
+        fake.state.reactions.live.lock().expect("lock").is_empty()
+    })
+    .await;
     clock.advance(later);
     fake.state.tokens.advance(later);
     let expired_refusals = || {

@@ -17,7 +17,7 @@ use crate::{
 
 pub(crate) const TURN_COLUMNS: &str = "id, turn_id, profile, session_key, session_id, chat_id, \
      message_id, request_text, job_json, state, decision_id, output, reply_message_id, \
-     card_message_id, card_id, error, lease_owner, \
+     card_message_id, card_id, working_reaction_id, error, lease_owner, \
      queued_at, started_at, answered_at, finished_at";
 
 const START: &str = "\
@@ -37,6 +37,11 @@ pub(crate) fn select(where_clause: &str) -> String {
 }
 
 const SET_CARD: &str = "UPDATE turns SET card_message_id = $2, card_id = $3 WHERE turn_id = $1";
+
+const RECORD_REACTION: &str = "UPDATE turns SET working_reaction_id = $2 WHERE turn_id = $1";
+
+const CLEAR_REACTION: &str =
+    "UPDATE turns SET working_reaction_id = NULL WHERE turn_id = $1 AND working_reaction_id = $2";
 
 const SAVE_OUTPUT: &str =
     "UPDATE turns SET output = $2, answered_at = $3 WHERE turn_id = $1 AND state = 'running'";
@@ -98,6 +103,33 @@ impl<DB: Dialect> TurnStore for SqlStore<DB> {
             .bind(message_id)
             .bind(card_id);
         self.execute(query).await.map(drop)
+    }
+
+    async fn record_turn_reaction(
+        &self,
+        turn_id: &str,
+        reaction_id: &str,
+    ) -> Result<(), StoreError> {
+        let query = sqlx::query(RECORD_REACTION).bind(turn_id).bind(reaction_id);
+        self.execute(query).await.map(drop)
+    }
+
+    async fn clear_turn_reaction(
+        &self,
+        turn_id: &str,
+        reaction_id: &str,
+    ) -> Result<(), StoreError> {
+        let query = sqlx::query(CLEAR_REACTION).bind(turn_id).bind(reaction_id);
+        self.execute(query).await.map(drop)
+    }
+
+    async fn ended_turn_reactions(&self, limit: i64) -> Result<Vec<TurnRow>, StoreError> {
+        let q = format!(
+            "{} ORDER BY id LIMIT $1",
+            select("working_reaction_id IS NOT NULL AND state NOT IN ('queued', 'running')")
+        );
+        let query = sqlx::query_as(&q).bind(limit);
+        self.fetch(query.fetch_all(&self.pool)).await
     }
 
     async fn save_turn_output(

@@ -30,7 +30,7 @@ use axum::{
     extract::{Path, State},
     http::{HeaderMap, Method, StatusCode, Uri},
     response::{IntoResponse, Response},
-    routing::{get, post},
+    routing::{delete, get, post},
 };
 use serde_json::{Value, json};
 
@@ -70,6 +70,8 @@ struct Inner {
     per_min: VecDeque<Instant>,
     /// uuid → when the reset it was given runs out.
     refused_until: HashMap<String, Instant>,
+    /// Reactions added (their ids).
+    reactions: u64,
 }
 
 /// What the fake counts.
@@ -128,6 +130,14 @@ impl FakeOpenApi {
             .route("/open-apis/im/v1/messages", post(send))
             .route("/open-apis/contact/v3/users/batch", get(users))
             .route("/open-apis/im/v1/chats/{id}", get(chat))
+            .route(
+                "/open-apis/im/v1/messages/{id}/reactions",
+                post(add_reaction),
+            )
+            .route(
+                "/open-apis/im/v1/messages/{id}/reactions/{reaction_id}",
+                delete(delete_reaction),
+            )
             .fallback(unexpected)
             .with_state(fake.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -340,6 +350,33 @@ async fn chat(State(f): State<Arc<Fake>>, headers: HeaderMap) -> Response {
         return refuse(StatusCode::OK, 99991663, "invalid access token");
     }
     Json(json!({"code": 0, "msg": "success", "data": {"name": "Load group"}})).into_response()
+}
+
+/// A turn's working reaction: a fresh id, counted against the app's limits as Feishu
+/// counts every call.
+async fn add_reaction(State(f): State<Arc<Fake>>, headers: HeaderMap) -> Response {
+    if !f.authorized(&headers) {
+        return refuse(StatusCode::OK, 99991663, "invalid access token");
+    }
+    let mut inner = f.inner.lock().expect("lock");
+    if let Err(reset) = f.app_rate(&mut inner) {
+        return rate_limited(reset);
+    }
+    inner.reactions += 1;
+    let id = format!("reaction_{}", inner.reactions);
+    Json(json!({"code": 0, "msg": "success", "data": {"reaction_id": id}})).into_response()
+}
+
+/// Its removal (any id: the harness checks replies, not reactions).
+async fn delete_reaction(State(f): State<Arc<Fake>>, headers: HeaderMap) -> Response {
+    if !f.authorized(&headers) {
+        return refuse(StatusCode::OK, 99991663, "invalid access token");
+    }
+    let mut inner = f.inner.lock().expect("lock");
+    if let Err(reset) = f.app_rate(&mut inner) {
+        return rate_limited(reset);
+    }
+    Json(json!({"code": 0, "msg": "success", "data": {}})).into_response()
 }
 
 /// No message is known: Feishu's "recalled or not found", which the bridge reads as gone.

@@ -82,6 +82,7 @@ async fn queued_then_started(db: TestDb) {
         reply_message_id: None,
         card_message_id: None,
         card_id: None,
+        working_reaction_id: None,
         error: None,
         lease_owner: Some("replica-a".into()),
         queued_at: UnixMs(100),
@@ -486,4 +487,51 @@ async fn session_history(db: TestDb) {
 both_backends!(
     session_history_is_the_latest_answered_turns_of_the_session_oldest_first,
     session_history
+);
+
+async fn working_reactions(db: TestDb) {
+    let s = open(&db).await;
+    for id in ["t1", "t2", "t3"] {
+        queue(&*s, turn("a", KEY, id)).await;
+    }
+    let none: Vec<TurnRow> = Vec::new();
+    assert_eq!(s.ended_turn_reactions(10).await.expect("read"), none);
+    s.record_turn_reaction("t1", "r1").await.expect("record");
+    s.record_turn_reaction("t2", "r2").await.expect("record");
+    s.record_turn_reaction("nope", "r9")
+        .await
+        .expect("no such turn");
+    assert_eq!(
+        read(&*s, "t1").await.working_reaction_id.as_deref(),
+        Some("r1")
+    );
+    assert!(
+        s.ended_turn_reactions(10).await.expect("read").is_empty(),
+        "unfinished turns keep theirs"
+    );
+
+    // Ended: listed until cleared, oldest first.
+    assert!(end(&*s, "t2", TurnState::Cancelled, "stopped").await);
+    assert!(end(&*s, "t1", TurnState::Failed, "failed").await);
+    assert!(end(&*s, "t3", TurnState::Failed, "failed").await);
+    let left = s.ended_turn_reactions(10).await.expect("read");
+    assert_eq!(ids(&left), ["t1", "t2"]);
+    assert_eq!(ids(&s.ended_turn_reactions(1).await.expect("read")), ["t1"]);
+
+    // Cleared only while it is still the reaction recorded.
+    s.clear_turn_reaction("t1", "r-other").await.expect("clear");
+    assert_eq!(
+        read(&*s, "t1").await.working_reaction_id.as_deref(),
+        Some("r1")
+    );
+    s.clear_turn_reaction("t1", "r1").await.expect("clear");
+    assert_eq!(read(&*s, "t1").await.working_reaction_id, None);
+    assert_eq!(
+        ids(&s.ended_turn_reactions(10).await.expect("read")),
+        ["t2"]
+    );
+}
+both_backends!(
+    a_turns_working_reaction_is_kept_until_cleared_and_listed_once_it_ended,
+    working_reactions
 );

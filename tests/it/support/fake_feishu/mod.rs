@@ -8,7 +8,8 @@
 //! get; `card_patch`: card PATCH; `cardkit`: card entities; `interactions`: presses in
 //! flight, during which a card takes no updates; `streaming_window`: CardKit closing
 //! streaming after ten minutes, on a clock tests move; `mentions`: who would be pinged;
-//! `views`: what tests read back; `directory`: users' and chats' names. The
+//! `views`: what tests read back; `directory`: users' and chats' names; `reactions`:
+//! emoji reactions on messages. The
 //! long connection (`super::fake_longconn`) can be mounted beside it.
 
 mod card_patch;
@@ -20,6 +21,7 @@ mod interactions;
 mod limits;
 mod mentions;
 mod messages;
+mod reactions;
 mod reads;
 mod streaming_window;
 mod tokens;
@@ -35,7 +37,7 @@ use std::{
 
 use axum::{
     Router,
-    routing::{get, patch, post, put},
+    routing::{delete, get, patch, post, put},
 };
 pub use directory::{CHATS_SCOPE, Directory, USERS_PER_CALL, USERS_SCOPE};
 pub use entities::{CardEntity, CardOp};
@@ -45,6 +47,7 @@ pub use limits::{
     PATCH_PER_SEC_PER_MESSAGE, SlidingWindow, TEXT_MAX_BYTES,
 };
 pub use mentions::tags_in as mention_tags;
+pub use reactions::{REACTIONS_SCOPE, ReactionOp, Reactions, is_reaction_endpoint};
 use serde_json::Value;
 pub use streaming_window::STREAMING_WINDOW;
 pub use tokens::{TokenFault, Tokens};
@@ -87,7 +90,8 @@ pub struct FakeState {
     /// Feishu that stopped answering mid-request).
     pub hang: AtomicBool,
     /// What happens, as it happens: `attempt:<uuid>`, `sent:<uuid>`, `lost:<message id>`,
-    /// `patch:<id>`, `cardkit:<op>:<card_id>`, `refused:<code>`.
+    /// `patch:<id>`, `cardkit:<op>:<card_id>`, `refused:<code>`,
+    /// `reaction:add:<message id>:<reaction id>`, `reaction:delete:<…>:<…>`.
     pub activity: broadcast::Sender<String>,
     /// The uuid of every send attempt, in order (including ones that hung).
     pub attempt_uuids: Mutex<Vec<String>>,
@@ -145,6 +149,8 @@ pub struct FakeState {
     next_card: AtomicU64,
     /// Users and chats with their names, and the scopes withheld (see `directory`).
     pub directory: Directory,
+    /// Reactions on messages (see `reactions`).
+    pub reactions: Reactions,
 }
 
 /// The running fake.
@@ -244,6 +250,7 @@ impl FakeFeishu {
             posted: Mutex::default(),
             next_card: AtomicU64::default(),
             directory: Directory::default(),
+            reactions: Reactions::default(),
         });
         let app = Router::new()
             .route(
@@ -265,6 +272,14 @@ impl FakeFeishu {
                 get(directory::users_batch),
             )
             .route("/open-apis/im/v1/chats/{chat_id}", get(directory::chat))
+            .route(
+                "/open-apis/im/v1/messages/{id}/reactions",
+                post(reactions::add),
+            )
+            .route(
+                "/open-apis/im/v1/messages/{id}/reactions/{reaction_id}",
+                delete(reactions::delete),
+            )
             .route("/open-apis/cardkit/v1/cards", post(cardkit::create))
             .route(
                 "/open-apis/cardkit/v1/cards/{card_id}",
