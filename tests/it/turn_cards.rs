@@ -17,7 +17,7 @@ use crate::{
     support::{
         TestApp, TestDb,
         app::{answer, config_toml},
-        cards::{button_actions, press, until},
+        cards::{button_actions, post_within_3s, press, press_value_request, until},
         config,
         fake_feishu::FakeFeishu,
         fake_openai::{FakeOpenAi, THINKING},
@@ -410,6 +410,69 @@ async fn thinking_shows_collapsed_only_when_asked_and_never_in_the_answer(db: Te
     }
 }
 
+/// The values of the answer buttons of `card`.
+fn answer_values(card: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                let value = &m
+                    .get("behaviors")
+                    .and_then(|b| b.get(0))
+                    .map(|b| b["value"].clone())
+                    .unwrap_or_default();
+                if value["action"] == "answer" {
+                    out.push(value["value"].as_str().unwrap_or_default().to_string());
+                }
+                m.values().for_each(|x| walk(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    walk(card, &mut out);
+    out
+}
+
+async fn questions_are_answered_in_the_card_and_time_out_there(db: TestDb) {
+    let fake = FakeFeishu::planner().await;
+    let mut agent = GatedAgent::start().await;
+    let mut app = TestApp::spawn(config(&webhook_planner(&db, &fake, &agent, ""))).await;
+    let turn = held_turn(&mut app, &mut agent, "om_a", "ship it").await;
+    report(&app, &turn, r#"{"seq":1,"kind":"ask","id":"deploy","prompt":"Deploy to staging?","style":"confirm","timeout_secs":600}"#).await;
+    card_until(&fake, "om_a", |c| answer_values(c) == ["yes", "no"]).await;
+    let (card_message, card) = card_of(&fake, "om_a");
+    assert!(
+        texts(&card).contains("**❓ Deploy to staging?**"),
+        "{}",
+        texts(&card)
+    );
+    let value = serde_json::json!({"action": "answer", "turn_id": turn, "ask_id": "deploy", "value": "yes"});
+    let req = press_value_request("ev-answer", "ou_alice", value, &card_message);
+    let pressed = post_within_3s(&app, "event", &req).await;
+    assert_eq!(pressed.status, 200, "{}", pressed.text);
+    card_until(&fake, "om_a", |c| {
+        texts(c).contains("Answered: **yes** (by ou_alice)") && answer_values(c).is_empty()
+    })
+    .await;
+
+    // A second question nobody answers: its default applies, and the card says so.
+    report(&app, &turn, r#"{"seq":2,"kind":"ask","id":"notify","prompt":"Tell the team?","style":"select","options":["now","later"],"timeout_secs":1,"default":"later"}"#).await;
+    card_until(&fake, "om_a", |c| {
+        texts(c).contains("No answer in time; went with the default: **later**")
+    })
+    .await;
+    agent.open();
+    let row = app.turn_ended("om_a").await;
+    assert_eq!(row.state, "succeeded", "{:?}", row.error);
+    let (_, card) = card_of(&fake, "om_a");
+    let t = texts(&card);
+    assert!(
+        t.contains("Answered: **yes** (by ou_alice)") && t.contains("default: **later**"),
+        "{t}"
+    );
+}
+
 both_backends!(streams_into_its_card, a_webhook_turn_streams_into_its_card);
 both_backends!(
     tool_panel_is_cut,
@@ -423,4 +486,8 @@ both_backends!(
 both_backends!(
     thinking,
     thinking_shows_collapsed_only_when_asked_and_never_in_the_answer
+);
+both_backends!(
+    questions_in_the_card,
+    questions_are_answered_in_the_card_and_time_out_there
 );
