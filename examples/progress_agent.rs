@@ -91,7 +91,7 @@ async fn main() -> anyhow::Result<()> {
         .route(&format!("{api}/im/v1/messages/{{id}}/reactions"), post(reacted))
         .route(
             &format!("{api}/im/v1/messages/{{id}}/reactions/{{reaction_id}}"),
-            delete(|| async { ok(json!({})) }),
+            delete(unreacted),
         )
         .with_state(shared);
     let listener = tokio::net::TcpListener::bind(&listen).await?;
@@ -233,6 +233,15 @@ async fn reacted(
         .unwrap_or_default();
     s.seen.card(format!("reaction on {id}: {emoji}"));
     ok(json!({"reaction_id": s.seen.id("reaction_"), "reaction_type": {"emoji_type": emoji}}))
+}
+
+async fn unreacted(
+    State(s): State<Shared>,
+    Path((id, reaction_id)): Path<(String, String)>,
+) -> Json<Value> {
+    s.seen
+        .card(format!("reaction {reaction_id} removed from {id}"));
+    ok(json!({}))
 }
 
 async fn cards(State(s): State<Shared>) -> String {
