@@ -132,6 +132,13 @@ case "$demo" in
       if [ "$i" -gt 300 ]; then echo "the turn did not end; see $work/*.log" >&2; exit 1; fi
       sleep 0.1
     done
+    # The working reaction goes when the answer is posted: give it a moment.
+    i=0
+    until curl -s "http://127.0.0.1:$agent_port/demo/cards" | grep -q "removed from"; do
+      i=$((i + 1))
+      [ "$i" -gt 50 ] && break
+      sleep 0.1
+    done
     echo "== the card updates the stand-in Open API received (GET :$agent_port/demo/cards)"
     curl -s "http://127.0.0.1:$agent_port/demo/cards"
     echo "== the turn, its events and its question (GET /turns)"
