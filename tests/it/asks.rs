@@ -3,10 +3,7 @@
 //! `kind: answer` POST, read back (and waited on) through the signed GET, timed out to
 //! its default, closed with its turn, and kept across a restart.
 
-use base64::{Engine, engine::general_purpose::STANDARD};
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 
 use crate::{
     both_backends,
@@ -16,19 +13,9 @@ use crate::{
         cards::{post_within_3s, press_value_request},
         config, config_toml,
         feishu::Msg,
-        gated_agent::{AGENT_SECRET, Delivered, GatedAgent},
+        gated_agent::{Delivered, GatedAgent, sign},
     },
 };
-
-/// A Standard Webhooks signature with the agent secret, made here independently.
-fn sign(id: &str, ts: &str, body: &str) -> String {
-    let key = STANDARD
-        .decode(AGENT_SECRET.trim_start_matches("whsec_"))
-        .expect("key");
-    let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("key");
-    mac.update(format!("{id}.{ts}.{body}").as_bytes());
-    format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
-}
 
 /// The planner (only ou_alice may invoke it) with the gated agent.
 fn planner(db: &TestDb, agent: &GatedAgent) -> String {

@@ -7,10 +7,7 @@
 //! render; a reasoning model's thinking shows collapsed when asked for, never in the
 //! answer.
 
-use base64::{Engine, engine::general_purpose::STANDARD};
-use hmac::{Hmac, Mac};
 use serde_json::Value;
-use sha2::Sha256;
 
 use crate::{
     both_backends,
@@ -22,19 +19,9 @@ use crate::{
         fake_feishu::FakeFeishu,
         fake_openai::{FakeOpenAi, THINKING},
         feishu::Msg,
-        gated_agent::{AGENT_SECRET, GatedAgent},
+        gated_agent::{GatedAgent, sign},
     },
 };
-
-/// A Standard Webhooks signature with the agent secret, made here independently.
-fn sign(id: &str, ts: &str, body: &str) -> String {
-    let key = STANDARD
-        .decode(AGENT_SECRET.trim_start_matches("whsec_"))
-        .expect("key");
-    let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("key");
-    mac.update(format!("{id}.{ts}.{body}").as_bytes());
-    format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
-}
 
 /// Reports one event of `turn_id` as the planner's agent; its HTTP status.
 async fn report(app: &TestApp, turn_id: &str, body: &str) -> u16 {

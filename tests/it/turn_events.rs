@@ -3,10 +3,7 @@
 //! accepted once, old seqs kept but not displayed, each kind checked, bounded, refused
 //! for unknown or ended turns, shown by `GET /turns/{id}`, kept across a restart.
 
-use base64::{Engine, engine::general_purpose::STANDARD};
 use feishu_bridge::store::{AppendOutcome, NewTurnEvent, TurnEventLimits};
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 
 use crate::{
     both_backends,
@@ -15,20 +12,10 @@ use crate::{
         app::answer,
         config, config_toml,
         feishu::Msg,
-        gated_agent::{AGENT_SECRET, GatedAgent, webhook_agent_toml},
+        gated_agent::{GatedAgent, sign, webhook_agent_toml},
         next_matching,
     },
 };
-
-/// A Standard Webhooks signature with the agent secret, made here independently.
-fn sign(id: &str, ts: &str, body: &str) -> String {
-    let key = STANDARD
-        .decode(AGENT_SECRET.trim_start_matches("whsec_"))
-        .expect("key");
-    let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("key");
-    mac.update(format!("{id}.{ts}.{body}").as_bytes());
-    format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
-}
 
 /// The planner with the gated agent, and a second profile `coder` whose agent signs
 /// with the same secret.

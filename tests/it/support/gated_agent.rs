@@ -25,6 +25,19 @@ use tokio::{
 /// Signing secret of the agent (Standard Webhooks `whsec_` form).
 pub const AGENT_SECRET: &str = "whsec_dGVzdC1hZ2VudC1zZWNyZXQ=";
 
+/// A Standard Webhooks signature with [`AGENT_SECRET`] of `id.ts.body`, made here
+/// independently of the bridge's own signing.
+pub fn sign(id: &str, ts: &str, body: &str) -> String {
+    use base64::{Engine, engine::general_purpose::STANDARD};
+    use hmac::{Hmac, Mac};
+    let key = STANDARD
+        .decode(AGENT_SECRET.trim_start_matches("whsec_"))
+        .expect("key");
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).expect("key");
+    mac.update(format!("{id}.{ts}.{body}").as_bytes());
+    format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
+}
+
 struct Shared {
     turns: mpsc::UnboundedSender<Value>,
     answers: mpsc::UnboundedSender<Delivered>,
