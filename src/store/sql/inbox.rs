@@ -86,7 +86,7 @@ WITH RECURSIVE lanes (chat_key, n) AS (
 SELECT l.chat_key FROM lanes l
 WHERE l.chat_key IS NOT NULL
   AND EXISTS (SELECT 1 FROM inbox_events h
-              WHERE h.status = 'pending' AND h.chat_key = l.chat_key AND h.next_attempt_at <= $1)
+              WHERE h.status = 'pending' AND h.chat_key = l.chat_key AND +h.next_attempt_at <= $1)
   AND NOT EXISTS (SELECT 1 FROM inbox_events p
                   WHERE p.status = 'processing' AND p.chat_key = l.chat_key)
 ORDER BY l.chat_key
@@ -99,12 +99,18 @@ const LANE_SCAN: i64 = 1024;
 
 /// Claims a chat's oldest due rows: `$1` now, `$2` lease, `$3` how many, `$4` owner,
 /// `$5` the chat; `lock` is the backend's row lock.
+///
+/// The unary `+` on `next_attempt_at` (here and in [`lanes`]) keeps SQLite's planner off
+/// the due index: without statistics it would take `(status, next_attempt_at)`, read
+/// every pending row of every chat to find this chat's, and sort them — a claim costing
+/// the whole backlog. Through the lane index it reads the chat's rows in id order and
+/// stops at the limit. (Postgres plans from its statistics; the `+` is a no-op there.)
 fn claim_lane(lock: &str) -> String {
     format!(
         "UPDATE inbox_events SET status = 'processing', lease_until = $1 + $2, \
          lease_owner = $4, attempts = attempts + 1 \
          WHERE id IN (SELECT id FROM inbox_events \
-                      WHERE status = 'pending' AND chat_key = $5 AND next_attempt_at <= $1 \
+                      WHERE status = 'pending' AND chat_key = $5 AND +next_attempt_at <= $1 \
                       ORDER BY id LIMIT $3 {lock}) \
          RETURNING {INBOX_COLUMNS}"
     )

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Where the worker's CPU goes: a backlog of distinct signed, encrypted
+# im.message.receive_v1 events (examples/loadgen.rs, each routed "observed") is stored
+# through the webhook with the worker off, then drained by a release bridge with the
+# worker on — under `perf record` when perf is at hand. Prints the drain's time, the
+# bridge's CPU per event (user and system, from /proc), and perf's summary by shared
+# object and by symbol.
+#
+#   bash bench/profile.sh              # 20,000 events, SQLite
+#   N=50000 PERF=0 bash bench/profile.sh
+#
+# Tunables: N (20000), PERF (1 when perf is installed), FREQ (perf's sampling rate, 997),
+# TOP (symbols listed, 25). Needs wrk (Debian package wrk) and curl. Runs in a temporary
+# directory, on 127.0.0.1 only; the bridge's Open API base is a closed port.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+N=${N:-20000}
+FREQ=${FREQ:-997}
+TOP=${TOP:-25}
+if [[ -z ${PERF:-} ]]; then
+    PERF=0
+    command -v perf >/dev/null && PERF=1
+fi
+command -v wrk >/dev/null || { echo "profile.sh: needs wrk (apt-get install wrk)" >&2; exit 1; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/feishu-bridge-profile.XXXXXX")
+PID=""
+cleanup() {
+    [[ -n $PID ]] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+(cd "$ROOT" && cargo build --release --quiet --bin feishu-bridge --example loadgen)
+BRIDGE=$TARGET/release/feishu-bridge
+KEY=profile-encrypt-key
+TOKEN=profile-verification-token
+"$TARGET/release/examples/loadgen" --encrypt-key "$KEY" --token "$TOKEN" --app-id cli_bench \
+    --count "$N" --out "$WORK/backlog.tsv" >&2
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# config NAME PORT WORKER
+config() {
+    cat >"$WORK/$1.toml" <<EOF
+[server]
+listen = "127.0.0.1:$2"
+timestamp_tolerance_secs = 0
+[database]
+url = "sqlite://$WORK/bench.db"
+[worker]
+enabled = $3
+[[profiles]]
+name = "bench"
+app_id = "cli_bench"
+verification_token = "$TOKEN"
+encrypt_key = "$KEY"
+bot_open_id = "ou_bench_bot"
+dry_run = true
+api_base = "http://127.0.0.1:9"
+[profiles.agent]
+kind = "echo"
+EOF
+}
+
+# inbox PORT: "pending processing" from GET /status.
+inbox() {
+    curl -fsS --max-time 5 "http://127.0.0.1:$1/status" | tr -d ' \n' |
+        sed -n 's/.*"inbox":{"pending":\([0-9]*\),"processing":\([0-9]*\).*/\1 \2/p'
+}
+
+wait_healthy() {
+    for _ in $(seq 1 150); do
+        curl -fs -o /dev/null "http://127.0.0.1:$1/healthz" && return 0
+        sleep 0.1
+    done
+    echo "profile.sh: the bridge did not start" >&2
+    exit 1
+}
+
+port=$(free_port)
+config fill "$port" false
+RUST_LOG=warn "$BRIDGE" --config "$WORK/fill.toml" serve >"$WORK/fill.log" 2>&1 &
+PID=$!
+wait_healthy "$port"
+echo "storing $N events (worker off)" >&2
+timeout 300 wrk -t2 -c64 -d300s --timeout 5s -s "$ROOT/bench/wrk-events.lua" \
+    "http://127.0.0.1:$port/webhook/bench/event" -- file="$WORK/backlog.tsv" threads=2 \
+    >"$WORK/fill.wrk" 2>&1 &
+WRK=$!
+until counts=$(inbox "$port") && [[ ${counts%% *} -ge $N ]]; do sleep 0.2; done
+kill -INT "$WRK" 2>/dev/null || true
+wait "$WRK" 2>/dev/null || true
+kill "$PID"
+wait "$PID" 2>/dev/null || true
+
+port=$(free_port)
+config drain "$port" true
+if [[ $PERF == 1 ]]; then
+    RUST_LOG=warn perf record -q -F "$FREQ" -g --call-graph dwarf,16384 -o "$WORK/perf.data" -- \
+        "$BRIDGE" --config "$WORK/drain.toml" serve >"$WORK/drain.log" 2>&1 &
+else
+    RUST_LOG=warn "$BRIDGE" --config "$WORK/drain.toml" serve >"$WORK/drain.log" 2>&1 &
+fi
+PID=$!
+wait_healthy "$port"
+start=$(date +%s%N)
+until [[ $(inbox "$port") == "0 0" ]]; do sleep 0.1; done
+end=$(date +%s%N)
+bridge=$PID
+[[ $PERF == 1 ]] && bridge=$(pgrep -P "$PID" | head -n1)
+read -r utime stime < <(awk '{ print $14, $15 }' "/proc/$bridge/stat")
+tick=$(getconf CLK_TCK)
+kill -TERM "$bridge"
+wait "$PID" 2>/dev/null || true
+PID=""
+
+ms=$(((end - start) / 1000000))
+echo "drained $N events in $ms ms ($((N * 1000 / (ms > 0 ? ms : 1))) events/s)"
+awk -v u="$utime" -v s="$stime" -v t="$tick" -v n="$N" 'BEGIN {
+    printf "bridge CPU per event (its whole life, start-up included): %.0f µs (user %.0f, system %.0f)\n",
+        (u + s) * 1e6 / t / n, u * 1e6 / t / n, s * 1e6 / t / n
+}'
+if [[ $PERF == 1 ]]; then
+    echo "== by shared object (perf, samples of the bridge)"
+    perf report -i "$WORK/perf.data" --no-children --sort dso --stdio -g none 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -n 5
+    echo "== top $TOP symbols"
+    perf report -i "$WORK/perf.data" --no-children --sort sym --stdio -g none 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -n "$TOP"
+fi
