@@ -835,10 +835,10 @@ FLOOR=$TARGET_DIR/release/examples/durable_floor
 for b in "$BRIDGE" "$LOADGEN" "$BARE" "$FLOOR"; do
     [[ -x $b ]] || die "missing binary $b (is CARGO_TARGET_DIR set as for the build?)"
 done
-NODE_VERSION="not run"
+NODE_VERSION=""
 if [[ $NODE_SDK == 1 ]]; then
     install_node_sdk
-    NODE_VERSION=$(node --version)
+    NODE_VERSION="; Node $(node --version)"
 fi
 
 RATE_EVENTS=$((RATE * DURATION * 2 + 1000))
@@ -925,7 +925,7 @@ row() {
     echo
     echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "- Machine: $MACHINE"
-    echo "- Revision $REVISION; wrk $WRK_VERSION (client on the same machine); $RUSTC_VERSION; Node $NODE_VERSION"
+    echo "- Revision $REVISION; wrk $WRK_VERSION (client on the same machine); $RUSTC_VERSION$NODE_VERSION"
     if [[ " $BACKENDS " == *" postgres "* ]]; then
         echo "- Postgres $(psql_admin -At -c 'SHOW server_version' 2>/dev/null || echo '?') on $PGHOST:$PGPORT (synchronous_commit = $(psql_admin -At -c 'SHOW synchronous_commit' 2>/dev/null || echo '?'))"
     fi
