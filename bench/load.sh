@@ -1,11 +1,26 @@
 #!/usr/bin/env bash
 # Load test of feishu-bridge as production runs it (the inbox worker on), on SQLite and on
-# Postgres, beside two references measured by the same wrk commands in the same run:
+# Postgres, beside three references measured by the same wrk commands in the same run:
 #
 #   * bare axum (examples/bare_axum.rs): reads the body and answers 200, the ceiling;
 #   * the durable floor (examples/durable_floor.rs): signature check + AES decrypt + a
 #     group-committed insert into a one-table SQLite database (WAL, synchronous = FULL),
-#     then 200: the least an acknowledged event needs.
+#     then 200: the least an acknowledged event needs;
+#   * the official Node SDK (@larksuiteoapi/node-sdk, version NODE_SDK_VERSION below) as
+#     its README shows it, in bench/node_sdk_handler.js: one Node process, a plain http
+#     server handing each request to the SDK's EventDispatcher (signature check, decrypt,
+#     dispatch) with an im.message.receive_v1 handler that stores nothing, then 200. The
+#     script installs it with npm into $FEISHU_BRIDGE_BENCH_CACHE/node (default
+#     ~/.cache/feishu-bridge-bench/node, outside the repository), reused when it holds the
+#     pinned version. The handler counts the events it was really handed (decrypted, with
+#     the profile's token), and the script matches that count against the 200s, since the
+#     SDK answers 200 even to a request it rejects.
+#
+# For every system the server process's CPU time (utime + stime from /proc/PID/stat) is
+# taken before and after each saturation run and divided by the 200s: CPU per event. For
+# the bridge with the worker on, the drain run's CPU (the whole process, from its spawn
+# until the inbox is empty) divided by the events drained is the worker's CPU per event.
+# The table gives each system's events/s relative to the Node SDK and to the floor.
 #
 #   bash bench/load.sh            # from anywhere; results in bench/out/results.md
 #   QUICK=1 bash bench/load.sh    # smoke run: 3 s runs, 5,000-event backlog
@@ -25,6 +40,10 @@
 #      them);
 #   6. idle RSS and peak RSS (VmHWM) of the bridge (the peak over its worker-on runs).
 #
+# Needs wrk, curl, awk, sed, sqlite3 or python3, psql for Postgres, and node with npm
+# for the Node SDK baseline (NODE_SDK=0 leaves it out); npm reaches its registry only
+# when the cache holds no copy of the pinned version.
+#
 # The script exits 1 when a run is not valid (an acknowledged event not stored, the
 # event file too short, a backlog not drained or not routed as expected, an @-request
 # without a turn). Errors the service answered under load are reported as findings.
@@ -43,13 +62,16 @@
 # REQUESTS (5), EVENTS (events per saturation run, 50000 x DURATION), BACKENDS
 # ("sqlite postgres"), WORKER_OFF (1), FILL_CONNECTIONS (64), DRAIN_TIMEOUT (s, 900),
 # PGHOST (127.0.0.1), PGPORT (5432), PGUSER (postgres), PG_ADMIN_DB (test; where
-# CREATE/DROP DATABASE runs).
+# CREATE/DROP DATABASE runs), NODE_SDK (1; 0 skips the Node SDK baseline),
+# NODE_AUTO_CHALLENGE (1: the SDK adapter's autoChallenge on, as a deployment needs it
+# to pass Feishu's request-URL check; it decrypts each event a second time),
+# FEISHU_BRIDGE_BENCH_CACHE (~/.cache/feishu-bridge-bench; where npm installs the SDK).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-TUNABLES="QUICK WORKER_BATCH DURATION CONCURRENCIES THREADS RATE RATE_CONNECTIONS BACKLOG REQUESTS EVENTS BACKENDS WORKER_OFF FILL_CONNECTIONS DRAIN_TIMEOUT PGHOST PGPORT PGUSER PG_ADMIN_DB"
+TUNABLES="QUICK WORKER_BATCH DURATION CONCURRENCIES THREADS RATE RATE_CONNECTIONS BACKLOG REQUESTS EVENTS BACKENDS WORKER_OFF FILL_CONNECTIONS DRAIN_TIMEOUT PGHOST PGPORT PGUSER PG_ADMIN_DB NODE_SDK NODE_AUTO_CHALLENGE"
 # The command that reproduces this run: the tunables that were set, then the script.
 REPRODUCE=""
 for v in $TUNABLES; do
@@ -82,6 +104,11 @@ PGHOST=${PGHOST:-127.0.0.1}
 PGPORT=${PGPORT:-5432}
 PGUSER=${PGUSER:-postgres}
 PG_ADMIN_DB=${PG_ADMIN_DB:-test}
+NODE_SDK=${NODE_SDK:-1}
+NODE_AUTO_CHALLENGE=${NODE_AUTO_CHALLENGE:-1}
+# The Node SDK release measured (pinned: a new one is a deliberate change of baseline).
+NODE_SDK_VERSION=1.74.0
+NODE_DIR=${FEISHU_BRIDGE_BENCH_CACHE:-$HOME/.cache/feishu-bridge-bench}/node
 export PGCONNECT_TIMEOUT=5
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 OUT_DIR=$ROOT/bench/out
@@ -199,6 +226,21 @@ mib() { # field of /proc/PID/status (kB) in MiB
     awk -v f="$2:" '$1 == f { printf "%.1f", $2 / 1024 }' "/proc/$1/status"
 }
 
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
+# cpu_ticks PID: the process's CPU time so far (utime + stime over all its threads), in
+# clock ticks. The fields are counted after the command name, which may hold spaces:
+# utime and stime are then the 12th and 13th.
+cpu_ticks() {
+    awk '{ sub(/^.*\) /, ""); split($0, f, " "); print f[12] + f[13] }' "/proc/$1/stat"
+}
+
+# cpu_us_per TICKS EVENTS: CPU µs per event ("?" without events).
+cpu_us_per() {
+    awk -v t="$1" -v n="$2" -v hz="$CLK_TCK" \
+        'BEGIN { if (n > 0) printf "%.0f", t * 1e6 / hz / n; else print "?" }'
+}
+
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + 0 > b + 0 ? a : b) }'; }
 
 # fmt_ms MS: a latency for the table: ms with two significant decimals, s above 1 s.
@@ -258,13 +300,17 @@ wrk_result() {
     WRK_LINE=$line
 }
 
-# saturate NAME URL CONNECTIONS FILE [SCRIPT-ARGS...]: one saturation run (WRK_LINE).
+# saturate NAME URL CONNECTIONS FILE [SCRIPT-ARGS...]: one saturation run against
+# SERVER_PID (WRK_LINE; SAT_TICKS: the server's CPU ticks during the run).
+SAT_TICKS=0
 saturate() {
-    local name=$1 url=$2 conns=$3 file=$4
+    local name=$1 url=$2 conns=$3 file=$4 cpu0
     shift 4
+    cpu0=$(cpu_ticks "$SERVER_PID")
     start_wrk "$name" -t"$THREADS" -c"$conns" -d"${DURATION}s" --timeout 5s --latency \
         -s "$LUA" "$url" -- file="$file" threads="$THREADS" "$@"
     wrk_result "$name"
+    SAT_TICKS=$(($(cpu_ticks "$SERVER_PID") - cpu0))
 }
 
 # cpu_busy: percentage of all CPUs busy over one second. Client, server and database
@@ -409,7 +455,8 @@ inbox_counts() {
         true
 }
 
-# check LABEL RESULT-LINE STORED CONNECTIONS: stored rows against 2xx answers. It must
+# check LABEL RESULT-LINE STORED CONNECTIONS [WHAT]: stored rows (or WHAT, e.g. "handled
+# events", whatever stands for an event taken in) against 2xx answers. It must
 # never be lower (an acknowledged event that was not stored: a PROBLEM). It may be higher
 # by the requests in flight when wrk stops (stored, never counted by wrk: at most one per
 # connection) plus the requests answered with an error whose event was stored after all
@@ -418,7 +465,7 @@ inbox_counts() {
 # under this load, a FINDING.
 CHECK_BAD=0
 check() {
-    local label=$1 line=$2 stored=$3 conns=$4
+    local label=$1 line=$2 stored=$3 conns=$4 what=${5:-stored rows}
     local ok extra verdict non2xx errors
     ok=$(kv "$line" ok)
     non2xx=$(kv "$line" non2xx)
@@ -432,7 +479,7 @@ check() {
     elif ((extra > 0 && extra <= conns + CHECK_BAD)); then
         verdict="ok (+$extra in flight at cutoff or refused but stored)"
     else
-        verdict="MISMATCH ($stored stored vs $ok 2xx)"
+        verdict="MISMATCH ($stored $what vs $ok 2xx)"
         PROBLEMS+=("$label: $verdict")
     fi
     if ((CHECK_BAD > 0)); then
@@ -441,18 +488,23 @@ check() {
     if (($(kv "$line" exhausted) > 0)); then
         PROBLEMS+=("$label: the event file ran out; rerun with a larger EVENTS")
     fi
-    DETAILS+=("- $label: $(printf '%.0f' "$(kv "$line" ok_per_s)") events/s, p50 $(kv "$line" p50_ms) ms, p99 $(kv "$line" p99_ms) ms, max $(kv "$line" max_ms) ms; 2xx = $ok, stored rows = $stored: $verdict")
+    DETAILS+=("- $label: $(printf '%.0f' "$(kv "$line" ok_per_s)") events/s, p50 $(kv "$line" p50_ms) ms, p99 $(kv "$line" p99_ms) ms, max $(kv "$line" max_ms) ms; 2xx = $ok, $what = $stored: $verdict")
 }
 
 declare -A R=()
 # PROBLEMS make a run invalid (exit 1); FINDINGS are what the service did under load.
 declare -a DETAILS=() PROBLEMS=() FINDINGS=()
 
-# record LABEL C LINE: keeps a saturation result for the table (after check).
+# record LABEL C LINE: keeps a saturation result for the table (after check and
+# saturate: CHECK_BAD, SAT_TICKS).
 record() {
+    local ok
+    ok=$(kv "$3" ok)
     R["$1|eps|$2"]=$(printf '%.0f' "$(kv "$3" ok_per_s)")
     R["$1|p99|$2"]=$(kv "$3" p99_ms)
     R["$1|bad|$2"]=$CHECK_BAD
+    R["$1|cpu|$2"]=$(cpu_us_per "$SAT_TICKS" "$ok")
+    DETAILS+=("- $1, c$2: server CPU $(awk -v t="$SAT_TICKS" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz }') s (utime + stime) for $ok 2xx: ${R[$1|cpu|$2]} µs per event")
 }
 
 # bridge_saturation BACKEND WORKER LABEL: fresh database and server per concurrency.
@@ -541,7 +593,7 @@ wait_drained() {
 
 # bridge_drain BACKEND LABEL: drain rate of a stored backlog.
 bridge_drain() {
-    local backend=$1 label=$2 tag=$1-drain ms counts failed observed recorded
+    local backend=$1 label=$2 tag=$1-drain ms ticks counts failed observed recorded
     fresh_db "$backend" "$tag"
     start_bridge "$tag-fill" false
     fill "$tag"
@@ -550,14 +602,17 @@ bridge_drain() {
     start_bridge "$tag" true
     wait_drained "$tag"
     ms=$DRAIN_MS
+    # The whole process since its spawn: start-up and the /status polls are in it too.
+    ticks=$(cpu_ticks "$SERVER_PID")
     counts=$(inbox_counts)
     failed=${counts##* }
     R["$label|drain"]=$(awk -v n="$BACKLOG" -v ms="$ms" 'BEGIN { printf "%.0f", n * 1000 / ms }')
+    R["$label|drain_cpu"]=$(cpu_us_per "$ticks" "$BACKLOG")
     R["$label|peak"]=$(max "${R[$label|peak]:-0}" "$(mib "$SERVER_PID" VmHWM)")
     stop_bridge "$tag"
     observed=$(sql "SELECT count(*) FROM routing_verdicts WHERE verdict = 'observed'")
     recorded=$(sql "SELECT count(*) FROM thread_context_events WHERE event_type = 'human_message'")
-    DETAILS+=("- $label, drain: $BACKLOG events in $ms ms from the server's spawn (${R[$label|drain]} events/s); routed observed: $observed, recorded as human_message: $recorded, failed: ${failed:-?}")
+    DETAILS+=("- $label, drain: $BACKLOG events in $ms ms from the server's spawn (${R[$label|drain]} events/s; server CPU $(awk -v t="$ticks" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz }') s, ${R[$label|drain_cpu]} µs per event); routed observed: $observed, recorded as human_message: $recorded, failed: ${failed:-?}")
     if [[ $observed != "$BACKLOG" || $recorded != "$BACKLOG" || ${failed:-1} != 0 ]]; then
         PROBLEMS+=("$label, drain: $observed observed / $recorded recorded / ${failed:-?} failed of $BACKLOG")
     fi
@@ -649,21 +704,62 @@ bench_backend() {
     fi
 }
 
-# bench_reference LABEL KIND: bare axum or the durable floor, a fresh process per run.
+# install_node_sdk: the pinned SDK in NODE_DIR (npm, only when it is not there yet).
+install_node_sdk() {
+    local pkg=$NODE_DIR/node_modules/@larksuiteoapi/node-sdk/package.json have=""
+    case $NODE_DIR/ in
+    "$ROOT"/*) die "FEISHU_BRIDGE_BENCH_CACHE must be outside the repository ($NODE_DIR)" ;;
+    esac
+    if [[ -f $pkg ]]; then
+        have=$(node -p 'require(process.argv[1]).version' "$pkg" 2>/dev/null || true)
+    fi
+    if [[ $have == "$NODE_SDK_VERSION" ]]; then
+        log "Node SDK $NODE_SDK_VERSION: using $NODE_DIR"
+        return 0
+    fi
+    log "installing @larksuiteoapi/node-sdk@$NODE_SDK_VERSION with npm into $NODE_DIR"
+    mkdir -p "$NODE_DIR"
+    [[ -f $NODE_DIR/package.json ]] ||
+        printf '{ "private": true, "description": "feishu-bridge bench/load.sh: the Node SDK baseline" }\n' \
+            >"$NODE_DIR/package.json"
+    timeout 600 npm install --prefix "$NODE_DIR" --no-audit --no-fund --ignore-scripts \
+        --omit=dev --loglevel=error "@larksuiteoapi/node-sdk@$NODE_SDK_VERSION" >&2 ||
+        die "npm could not install @larksuiteoapi/node-sdk@$NODE_SDK_VERSION (NODE_SDK=0 skips the baseline)"
+    have=$(node -p 'require(process.argv[1]).version' "$pkg" 2>/dev/null || true)
+    [[ $have == "$NODE_SDK_VERSION" ]] || die "npm installed Node SDK ${have:-nothing}, expected $NODE_SDK_VERSION"
+}
+
+# node_handled URL: "HANDLED FOREIGN" from the Node SDK handler's counters.
+node_handled() {
+    curl -fsS --max-time 5 "$1" 2>/dev/null |
+        sed -n 's/^handled=\([0-9]*\) foreign=\([0-9]*\)$/\1 \2/p' || true
+}
+
+# bench_reference LABEL KIND: bare axum, the durable floor or the Node SDK, a fresh
+# process per run.
 bench_reference() {
-    local label=$1 kind=$2 c line tag url
+    local label=$1 kind=$2 c line tag url counts n
     note_busy "$kind"
     for c in $CONCURRENCIES; do
         tag="$kind-c$c"
         PORT=$(free_port)
         url="http://127.0.0.1:$PORT/webhook/bench/event"
-        if [[ $kind == bare-axum ]]; then
+        case $kind in
+        bare-axum)
             "$BARE" "127.0.0.1:$PORT" >"$WORK/$tag.log" 2>&1 &
-        else
+            ;;
+        durable-floor)
             mkdir -p "$WORK/$tag"
             "$FLOOR" --listen "127.0.0.1:$PORT" --db "$WORK/$tag/floor.db" \
                 --encrypt-key "$ENCRYPT_KEY" >"$WORK/$tag.log" 2>&1 &
-        fi
+            ;;
+        node-sdk)
+            NODE_PATH=$NODE_DIR/node_modules FB_BENCH_ENCRYPT_KEY=$ENCRYPT_KEY \
+                FB_BENCH_TOKEN=$TOKEN FB_BENCH_AUTO_CHALLENGE=$NODE_AUTO_CHALLENGE \
+                node "$ROOT/bench/node_sdk_handler.js" "127.0.0.1:$PORT" >"$WORK/$tag.log" 2>&1 &
+            ;;
+        *) die "unknown reference $kind" ;;
+        esac
         SERVER_PID=$!
         wait_port "$SERVER_PID" "$PORT" || die "[$label] did not come up: $(cat "$WORK/$tag.log")"
         if [[ -z ${R[$label|idle]:-} ]]; then
@@ -671,18 +767,38 @@ bench_reference() {
             R["$label|idle"]=$(mib "$SERVER_PID" VmRSS)
         fi
         log "[$label] saturation: wrk -t$THREADS -c$c -d${DURATION}s"
-        if [[ $kind == bare-axum ]]; then
+        case $kind in
+        bare-axum)
             # The bare server does not deduplicate: replaying is fine.
             saturate "$tag" "$url" "$c" "$WORK/bare.tsv" wrap=1
             line=$WRK_LINE
             CHECK_BAD=$(kv "$line" non2xx)
             DETAILS+=("- $label, c$c: $(printf '%.0f' "$(kv "$line" ok_per_s)") requests/s, p50 $(kv "$line" p50_ms) ms, p99 $(kv "$line" p99_ms) ms, non-2xx $(kv "$line" non2xx)")
-        else
+            ;;
+        durable-floor)
             saturate "$tag" "$url" "$c" "$WORK/saturation.tsv"
             line=$WRK_LINE
             sleep 1
             check "$label, c$c" "$line" "$(sqlite_query "$WORK/$tag/floor.db" 'SELECT count(*) FROM events')" "$c"
-        fi
+            ;;
+        node-sdk)
+            saturate "$tag" "$url" "$c" "$WORK/saturation.tsv"
+            line=$WRK_LINE
+            sleep 1
+            # Handled events stand in for stored rows: the SDK answers 200 to a request
+            # whose signature fails or whose body does not decrypt, and only a handled
+            # event was checked, decrypted and dispatched.
+            counts=$(node_handled "http://127.0.0.1:$PORT/handled")
+            [[ -n $counts ]] || die "[$label] no count from GET /handled"
+            check "$label, c$c" "$line" "${counts% *}" "$c" "handled events"
+            if [[ ${counts#* } != 0 ]]; then
+                PROBLEMS+=("$label, c$c: ${counts#* } dispatched events without the profile's token")
+            fi
+            # What the SDK rejected (a failed signature, a body it could not decrypt).
+            n=$(grep -Ec '^\[(warn|error)\]' "$WORK/$tag.log" || true)
+            ((n == 0)) || FINDINGS+=("$label, c$c: $n warnings or errors in the SDK's log (bench/out/$tag.server.log)")
+            ;;
+        esac
         record "$label" "$c" "$line"
         R["$label|peak"]=$(max "${R[$label|peak]:-0}" "$(mib "$SERVER_PID" VmHWM)")
         stop_server
@@ -692,9 +808,17 @@ bench_reference() {
 
 # ---------------------------------------------------------------------------------------
 
-for tool in wrk curl awk sed; do
+command -v wrk >/dev/null ||
+    die "wrk is not installed (Debian/Ubuntu: sudo apt-get install wrk; elsewhere: https://github.com/wg/wrk)"
+for tool in curl awk sed getconf; do
     command -v "$tool" >/dev/null || die "$tool is not installed"
 done
+if [[ $NODE_SDK == 1 ]]; then
+    for tool in node npm; do
+        command -v "$tool" >/dev/null ||
+            die "the Node SDK baseline needs node and npm (Node 18 or later; $tool is missing); NODE_SDK=0 skips it"
+    done
+fi
 [[ " $BACKENDS " != *" postgres "* ]] || command -v psql >/dev/null || die "psql is not installed"
 command -v sqlite3 >/dev/null || command -v python3 >/dev/null ||
     die "reading the SQLite databases needs sqlite3 or python3"
@@ -711,6 +835,11 @@ FLOOR=$TARGET_DIR/release/examples/durable_floor
 for b in "$BRIDGE" "$LOADGEN" "$BARE" "$FLOOR"; do
     [[ -x $b ]] || die "missing binary $b (is CARGO_TARGET_DIR set as for the build?)"
 done
+NODE_VERSION=""
+if [[ $NODE_SDK == 1 ]]; then
+    install_node_sdk
+    NODE_VERSION="; Node $(node --version)"
+fi
 
 RATE_EVENTS=$((RATE * DURATION * 2 + 1000))
 log "generating $EVENTS saturation, $BACKLOG backlog, $RATE_EVENTS fixed-rate and $REQUESTS request events"
@@ -729,8 +858,12 @@ REVISION=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
 
 FLOOR_LABEL="durable floor"
 BARE_LABEL="bare axum"
+NODE_LABEL="Node SDK $NODE_SDK_VERSION"
 bench_reference "$BARE_LABEL" bare-axum
 bench_reference "$FLOOR_LABEL" durable-floor
+if [[ $NODE_SDK == 1 ]]; then
+    bench_reference "$NODE_LABEL" node-sdk
+fi
 for backend in $BACKENDS; do
     bench_backend "$backend"
 done
@@ -761,16 +894,30 @@ eps_cells() {
     done
     echo "${out% / }"
 }
-vs_floor() {
-    local label=$1 c out=""
+# vs LABEL REFERENCE: events/s of LABEL over those of REFERENCE, per concurrency ("–"
+# when the reference was not run).
+vs() {
+    local label=$1 ref=$2 c out=""
+    [[ -n ${R[$ref|eps|${CS[0]}]:-} ]] || {
+        echo "–"
+        return 0
+    }
     for c in "${CS[@]}"; do
-        out+="$(ratio "${R[$label|eps|$c]:-0}" "${R[$FLOOR_LABEL|eps|$c]:-0}") / "
+        out+="$(ratio "${R[$label|eps|$c]:-0}" "${R[$ref|eps|$c]:-0}") / "
     done
     echo "${out% / }"
 }
+# drain_cell LABEL: drain events/s and the worker's CPU per event ("–" if not run).
+drain_cell() {
+    if [[ -n ${R[$1|drain]:-} ]]; then
+        echo "${R[$1|drain]} (${R[$1|drain_cpu]:-?} µs)"
+    else
+        echo "–"
+    fi
+}
 row() {
-    local label=$1 ratio_cell=$2
-    echo "| $label | $(eps_cells "$label") | $(per_c "$label" p99 fmt_ms) | ${R[$label|drain]:-–} | ${R[$label|rate]:-–} | ${R[$label|turn]:-–} | ${R[$label|idle]:-?} / ${R[$label|peak]:-?} | $ratio_cell |"
+    local label=$1
+    echo "| $label | $(eps_cells "$label") | $(per_c "$label" cpu plain) | $(per_c "$label" p99 fmt_ms) | $(drain_cell "$label") | ${R[$label|rate]:-–} | ${R[$label|turn]:-–} | ${R[$label|idle]:-?} / ${R[$label|peak]:-?} | $(vs "$label" "$NODE_LABEL") | $(vs "$label" "$FLOOR_LABEL") |"
 }
 
 {
@@ -778,7 +925,7 @@ row() {
     echo
     echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "- Machine: $MACHINE"
-    echo "- Revision $REVISION; wrk $WRK_VERSION (client on the same machine); $RUSTC_VERSION"
+    echo "- Revision $REVISION; wrk $WRK_VERSION (client on the same machine); $RUSTC_VERSION$NODE_VERSION"
     if [[ " $BACKENDS " == *" postgres "* ]]; then
         echo "- Postgres $(psql_admin -At -c 'SHOW server_version' 2>/dev/null || echo '?') on $PGHOST:$PGPORT (synchronous_commit = $(psql_admin -At -c 'SHOW synchronous_commit' 2>/dev/null || echo '?'))"
     fi
@@ -787,21 +934,28 @@ row() {
     echo "- Drain: $BACKLOG events stored with the worker off, then timed from the start of a server with the worker on until GET /status shows none pending or processing"
     echo "- Fixed rate: $RATE events/s for ${DURATION}s (\`-c$RATE_CONNECTIONS\`) from the moment a worker-on server over a fresh $BACKLOG-event backlog answers; p50 / p99 (achieved rate)"
     echo "- @-request: $REQUESTS requests to the bot in a quiet chat during the fixed-rate run; max (median) of turns.queued_at − inbox_events.received_at"
+    echo "- CPU per event: the server process's utime + stime (/proc/PID/stat, all threads) during a saturation run over its 2xx answers; for the drain, the worker-on server's CPU from its spawn until the inbox is empty over the events drained"
+    if [[ $NODE_SDK == 1 ]]; then
+        echo "- Node SDK: @larksuiteoapi/node-sdk $NODE_SDK_VERSION in one Node process (bench/node_sdk_handler.js: http server, the SDK's adaptDefault and EventDispatcher with the encrypt key, so signatures are checked; autoChallenge $([[ $NODE_AUTO_CHALLENGE == 1 ]] && echo on || echo off)); a no-op im.message.receive_v1 handler, nothing stored; its handled events matched against the 200s"
+    fi
     echo
-    echo "| | events/s $CHEAD | p99 ack $CHEAD | drain events/s | $RATE/s during $BACKLOG drain p50 / p99 | @-request ack→turn max (median) | idle / peak RSS MiB | events/s vs floor $CHEAD |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
-    row "$BARE_LABEL" "$(vs_floor "$BARE_LABEL")"
-    row "$FLOOR_LABEL" "$(vs_floor "$FLOOR_LABEL")"
+    echo "| | events/s $CHEAD | CPU µs/event $CHEAD | p99 ack $CHEAD | drain events/s (CPU µs/event) | $RATE/s during $BACKLOG drain p50 / p99 | @-request ack→turn max (median) | idle / peak RSS MiB | events/s vs Node SDK $CHEAD | events/s vs floor $CHEAD |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    row "$BARE_LABEL"
+    row "$FLOOR_LABEL"
+    if [[ $NODE_SDK == 1 ]]; then
+        row "$NODE_LABEL"
+    fi
     for backend in $BACKENDS; do
-        row "feishu-bridge $backend, worker on" "$(vs_floor "feishu-bridge $backend, worker on")"
+        row "feishu-bridge $backend, worker on"
     done
     if [[ $WORKER_OFF == 1 ]]; then
         for backend in $BACKENDS; do
-            row "feishu-bridge $backend, worker off" "$(vs_floor "feishu-bridge $backend, worker off")"
+            row "feishu-bridge $backend, worker off"
         done
     fi
     echo
-    echo "The durable floor is SQLite (WAL, synchronous = FULL) for both bridge backends. Worker-off rows: ingress only (verify, decrypt, durable group commit), no drain."
+    echo "The durable floor is SQLite (WAL, synchronous = FULL) for both bridge backends. Worker-off rows: ingress only (verify, decrypt, durable group commit), no drain. The Node SDK row stores nothing: it is what the SDK's own verification, decryption and dispatch cost, with one event loop."
     echo
     echo "Details:"
     echo
