@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 
+use crate::support::gated_agent::post_event;
 use crate::{
     both_backends,
     support::{
@@ -27,19 +28,7 @@ fn planner(db: &TestDb, agent: &GatedAgent) -> String {
 
 /// POSTs one signed event of `turn_id`.
 async fn event(app: &TestApp, turn_id: &str, body: &str) -> Answer {
-    let ts = feishu_bridge::util::now_secs().to_string();
-    let r = app
-        .client
-        .post(format!("{}/agent/planner/turns/{turn_id}/events", app.base))
-        .header("webhook-id", "ev-ask")
-        .header("webhook-timestamp", &ts)
-        .header("webhook-signature", sign("ev-ask", &ts, body))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("sent");
-    answer(r).await
+    post_event(app, ("planner", turn_id), body, None).await
 }
 
 /// The signed `GET …/asks/{ask_id}` (the empty body signed), waiting `wait` seconds.

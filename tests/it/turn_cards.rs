@@ -9,36 +9,24 @@
 
 use serde_json::Value;
 
+use crate::support::gated_agent::post_event;
 use crate::{
     both_backends,
     support::{
         TestApp, TestDb,
-        app::{answer, config_toml},
+        app::config_toml,
         cards::{button_actions, post_within_3s, press, press_value_request, until},
         config,
         fake_feishu::FakeFeishu,
         fake_openai::{FakeOpenAi, THINKING},
         feishu::Msg,
-        gated_agent::{GatedAgent, sign},
+        gated_agent::GatedAgent,
     },
 };
 
 /// Reports one event of `turn_id` as the planner's agent; its HTTP status.
 async fn report(app: &TestApp, turn_id: &str, body: &str) -> u16 {
-    let ts = feishu_bridge::util::now_secs().to_string();
-    let id = format!("ev-{}", rand::random::<u64>());
-    let r = app
-        .client
-        .post(format!("{}/agent/planner/turns/{turn_id}/events", app.base))
-        .header("webhook-id", &id)
-        .header("webhook-timestamp", &ts)
-        .header("webhook-signature", sign(&id, &ts, body))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("sent");
-    let a = answer(r).await;
+    let a = post_event(app, ("planner", turn_id), body, None).await;
     assert!(a.status == 200, "{body}: {} {}", a.status, a.text);
     a.status
 }

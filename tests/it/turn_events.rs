@@ -5,14 +5,13 @@
 
 use feishu_bridge::store::{AppendOutcome, NewTurnEvent, TurnEventLimits};
 
+use crate::support::gated_agent::post_event;
 use crate::{
     both_backends,
     support::{
-        Answer, TestApp, TestDb,
-        app::answer,
-        config, config_toml,
+        Answer, TestApp, TestDb, config, config_toml,
         feishu::Msg,
-        gated_agent::{GatedAgent, sign, webhook_agent_toml},
+        gated_agent::{GatedAgent, webhook_agent_toml},
         next_matching,
     },
 };
@@ -30,24 +29,7 @@ fn two_profiles(db: &TestDb, agent: &GatedAgent) -> String {
 
 /// POSTs one event, signed unless `signature` says otherwise.
 async fn post(app: &TestApp, path: (&str, &str), body: &str, signature: Option<&str>) -> Answer {
-    let (profile, turn_id) = path;
-    let ts = feishu_bridge::util::now_secs().to_string();
-    let sig = signature.map_or_else(|| sign("ev-1", &ts, body), str::to_string);
-    let r = app
-        .client
-        .post(format!(
-            "{}/agent/{profile}/turns/{turn_id}/events",
-            app.base
-        ))
-        .header("webhook-id", "ev-1")
-        .header("webhook-timestamp", &ts)
-        .header("webhook-signature", sig)
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("sent");
-    answer(r).await
+    post_event(app, path, body, signature).await
 }
 
 /// Asks the planner; returns the turn id once the agent holds the turn (running).

@@ -61,6 +61,33 @@ pub struct Delivered {
     pub json: Value,
 }
 
+/// POSTs one event of `turn_id` of `profile` as its agent: signed with [`AGENT_SECRET`]
+/// unless `signature` gives the header to send instead.
+pub async fn post_event(
+    app: &super::TestApp,
+    (profile, turn_id): (&str, &str),
+    body: &str,
+    signature: Option<&str>,
+) -> super::Answer {
+    let ts = feishu_bridge::util::now_secs().to_string();
+    let sig = signature.map_or_else(|| sign("ev-1", &ts, body), str::to_string);
+    let r = app
+        .client
+        .post(format!(
+            "{}/agent/{profile}/turns/{turn_id}/events",
+            app.base
+        ))
+        .header("webhook-id", "ev-1")
+        .header("webhook-timestamp", &ts)
+        .header("webhook-signature", sig)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("sent");
+    super::app::answer(r).await
+}
+
 /// The running agent.
 pub struct GatedAgent {
     /// Its URL.
