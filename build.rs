@@ -25,6 +25,9 @@ fn main() {
         println!("cargo::rustc-check-cfg=cfg({cfg})");
     }
     println!("cargo::rerun-if-changed=build.rs");
+    // The migrations are embedded by `sqlx::migrate!`, which stable Rust cannot tell
+    // Cargo about: a new or changed migration must rebuild the crate.
+    println!("cargo::rerun-if-changed=migrations");
     for var in [
         probe::PG_URL,
         probe::REQUIRE_PG,

@@ -9,7 +9,8 @@
 #   bash bench/profile.sh              # 20,000 events, SQLite
 #   N=50000 PERF=0 bash bench/profile.sh
 #
-# Tunables: N (20000), PERF (1 when perf is installed), FREQ (perf's sampling rate, 997),
+# Tunables: N (20000), PERF (1 when perf is installed), STRACE (1: count system calls
+# with strace instead of perf), FREQ (perf's sampling rate, 997),
 # TOP (symbols listed, 25). Needs wrk (Debian package wrk) and curl. Runs in a temporary
 # directory, on 127.0.0.1 only; the bridge's Open API base is a closed port.
 set -euo pipefail
@@ -100,7 +101,11 @@ wait "$PID" 2>/dev/null || true
 
 port=$(free_port)
 config drain "$port" true
-if [[ $PERF == 1 ]]; then
+if [[ ${STRACE:-0} == 1 ]]; then
+    PERF=0
+    RUST_LOG=warn strace -f -c -o "$WORK/strace.txt" \
+        "$BRIDGE" --config "$WORK/drain.toml" serve >"$WORK/drain.log" 2>&1 &
+elif [[ $PERF == 1 ]]; then
     RUST_LOG=warn perf record -q -F "$FREQ" -g --call-graph dwarf,16384 -o "$WORK/perf.data" -- \
         "$BRIDGE" --config "$WORK/drain.toml" serve >"$WORK/drain.log" 2>&1 &
 else
@@ -112,7 +117,7 @@ start=$(date +%s%N)
 until [[ $(inbox "$port") == "0 0" ]]; do sleep 0.1; done
 end=$(date +%s%N)
 bridge=$PID
-[[ $PERF == 1 ]] && bridge=$(pgrep -P "$PID" | head -n1)
+[[ $PERF == 1 || ${STRACE:-0} == 1 ]] && bridge=$(pgrep -P "$PID" | head -n1)
 read -r utime stime < <(awk '{ print $14, $15 }' "/proc/$bridge/stat")
 tick=$(getconf CLK_TCK)
 kill -TERM "$bridge"
@@ -125,6 +130,10 @@ awk -v u="$utime" -v s="$stime" -v t="$tick" -v n="$N" 'BEGIN {
     printf "bridge CPU per event (its whole life, start-up included): %.0f µs (user %.0f, system %.0f)\n",
         (u + s) * 1e6 / t / n, u * 1e6 / t / n, s * 1e6 / t / n
 }'
+if [[ ${STRACE:-0} == 1 ]]; then
+    echo "== system calls during the drain (strace -c; per event: calls / $N)"
+    head -n 20 "$WORK/strace.txt"
+fi
 if [[ $PERF == 1 ]]; then
     echo "== by shared object (perf, samples of the bridge)"
     perf report -i "$WORK/perf.data" --no-children --sort dso --stdio -g none 2>/dev/null |

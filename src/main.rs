@@ -16,6 +16,12 @@ use feishu_bridge::{
     telemetry,
 };
 
+/// The worker allocates and frees many small buffers per event (payload parsing, rows
+/// bound and read back); mimalloc serves them from per-thread pages instead of the
+/// system allocator's shared arenas.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -129,6 +129,10 @@ impl Dialect for Postgres {
 
     type State = ();
 
+    fn writes<'a>(pool: &'a PgPool, (): &'a ()) -> &'a PgPool {
+        pool
+    }
+
     fn rows_affected(done: &PgQueryResult) -> u64 {
         done.rows_affected()
     }

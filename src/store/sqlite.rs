@@ -33,10 +33,18 @@ use super::{
 pub type SqliteStore = SqlStore<Sqlite>;
 
 /// What a SQLite store keeps besides its pool: the options its inbox connection opens
-/// with, that connection, and the gate its writers take turns at.
+/// with, that connection, the gate its writers take turns at, and the one connection
+/// every other write goes through.
+///
+/// SQLite drops a connection's page cache whenever another connection wrote since its
+/// last transaction. Writes spread over the pool's connections therefore found a cold
+/// cache each time and read every page they touched again from the file; on the one
+/// writer connection the pages a drain keeps touching stay in its cache. (Writes take
+/// turns at the gate anyway, so one connection costs no parallelism.)
 #[derive(Debug, Clone)]
 pub struct SqliteState {
     options: SqliteConnectOptions,
+    writer: SqlitePool,
     inbox: Arc<InboxWriter>,
     gate: Arc<WriterGate>,
 }
@@ -47,6 +55,9 @@ pub struct SqliteState {
 pub struct ServingLock {
     _file: std::fs::File,
 }
+
+/// The writer connection's page cache, in KiB (negative: SQLite's unit for a size).
+const WRITER_CACHE: &str = "-16384";
 
 impl SqlStore<Sqlite> {
     /// Takes the serving lock of the database file named by a `sqlite://` URL; `None`
@@ -109,10 +120,20 @@ impl SqlStore<Sqlite> {
             .after_release(super::hygiene::after_release)
             .connect_with(options.clone())
             .await?;
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .max_lifetime(None)
+            .idle_timeout(None)
+            .acquire_timeout(timeout)
+            .after_release(super::hygiene::after_release)
+            .connect_with(options.clone().pragma("cache_size", WRITER_CACHE))
+            .await?;
         Ok(Self {
             pool,
             timeout,
             state: SqliteState {
+                writer,
                 options,
                 inbox: Arc::default(),
                 gate: Arc::default(),
@@ -140,6 +161,10 @@ impl Dialect for Sqlite {
 
     fn rows_affected(done: &SqliteQueryResult) -> u64 {
         done.rows_affected()
+    }
+
+    fn writes<'a>(_: &'a SqlitePool, state: &'a SqliteState) -> &'a SqlitePool {
+        &state.writer
     }
 
     /// Any other write's turn at SQLite's one writer (see `writer_gate`).

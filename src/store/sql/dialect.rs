@@ -98,6 +98,10 @@ pub trait Dialect:
     /// How many rows a statement changed.
     fn rows_affected(done: &Self::QueryResult) -> u64;
 
+    /// The pool writes go through: SQLite's one writer connection (see
+    /// `SqliteState`), or the pool itself.
+    fn writes<'a>(pool: &'a Pool<Self>, state: &'a Self::State) -> &'a Pool<Self>;
+
     /// A write's turn at the database, when writers take turns in process.
     fn write_turn(state: &Self::State) -> impl Future<Output = Option<WriteTurn<'_>>> + Send;
 

@@ -101,7 +101,7 @@ impl<DB: Dialect> SqlStore<DB> {
     ) -> Result<u64, StoreError> {
         bounded(self.timeout, async {
             let _turn = self.write_turn().await;
-            let done = query.execute(&self.pool).await?;
+            let done = query.execute(self.writes()).await?;
             Ok(DB::rows_affected(&done))
         })
         .await
@@ -116,6 +116,11 @@ impl<DB: Dialect> SqlStore<DB> {
         DB::write_inbox(&self.pool, &self.state, q, events).await
     }
 
+    /// The pool writes go through (see [`Dialect::writes`]).
+    pub(crate) fn writes(&self) -> &Pool<DB> {
+        DB::writes(&self.pool, &self.state)
+    }
+
     /// The writer's turn, when writers take turns (see `writer_gate`).
     async fn write_turn(&self) -> Option<WriteTurn<'_>> {
         DB::write_turn(&self.state).await
@@ -126,7 +131,7 @@ impl<DB: Dialect> SqlStore<DB> {
     pub(crate) async fn transaction(&self) -> Result<Write<'_, DB>, StoreError> {
         let turn = self.write_turn().await;
         Ok(Write {
-            tx: self.pool.begin().await?,
+            tx: self.writes().begin().await?,
             _turn: turn,
         })
     }
