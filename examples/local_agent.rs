@@ -56,7 +56,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// A signed turn's body, or the answer refusing it.
-fn verified(headers: &HeaderMap, body: &Bytes) -> Result<Value, Response> {
+fn verified(headers: &HeaderMap, body: &Bytes) -> Result<Value, (StatusCode, Json<Value>)> {
     let secret = std::env::var("LOCAL_AGENT_SECRET").unwrap_or_else(|_| DEMO_SECRET.into());
     let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     if let Err(e) = feishu_bridge::agent::webhook::verify(
@@ -69,17 +69,16 @@ fn verified(headers: &HeaderMap, body: &Bytes) -> Result<Value, Response> {
         return Err((
             StatusCode::UNAUTHORIZED,
             Json(json!({"error": e.to_string()})),
-        )
-            .into_response());
+        ));
     }
     serde_json::from_slice::<Value>(body)
-        .map_err(|_| (StatusCode::BAD_REQUEST, Json(json!({"error": "not JSON"}))).into_response())
+        .map_err(|_| (StatusCode::BAD_REQUEST, Json(json!({"error": "not JSON"}))))
 }
 
 /// The planner: verify, then answer with a plan that hands the work to the coder.
 async fn planner(headers: HeaderMap, body: Bytes) -> Response {
     if let Err(refused) = verified(&headers, &body) {
-        return refused;
+        return refused.into_response();
     }
     let output = "Plan: 1. a canvas game loop, 2. touch controls, 3. under 50 KB. \
          <at user_id=\"ou_demo_coder\">coder</at> please build it from this plan.";
@@ -90,7 +89,7 @@ async fn planner(headers: HeaderMap, body: Bytes) -> Response {
 async fn turn(headers: HeaderMap, body: Bytes) -> Response {
     let turn = match verified(&headers, &body) {
         Ok(turn) => turn,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let items = turn["context_items"].as_array().map_or(0, Vec::len);
     let output = format!(

@@ -22,6 +22,15 @@ pub struct HandoffAsk {
     pub text: String,
 }
 
+/// Another profile of the hub this turn's answer may hand work to: mention its bot
+/// (`<at user_id="{open_id}">{profile}</at>`) or name it in the `handoff` field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HandoffPeer {
+    pub profile: String,
+    /// Its bot's open_id.
+    pub open_id: String,
+}
+
 /// What an agent answered: the text posted, and the handoff it asks for, if any.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Answer {
@@ -137,6 +146,10 @@ pub struct AgentTurn {
     /// conversation; the webhook body does not carry them).
     #[serde(skip)]
     pub earlier: Vec<PastTurn>,
+    /// The hub's other profiles this turn may hand work to (group chats, handoffs on;
+    /// left out of the body when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub handoff_peers: Vec<HandoffPeer>,
 }
 
 /// One earlier turn of the same session: what was asked and what the agent answered.
@@ -422,6 +435,7 @@ pub(crate) fn sample_turn(prompt: &str) -> AgentTurn {
         feed_segment_ids: Vec::new(),
         feed: Vec::new(),
         earlier: Vec::new(),
+        handoff_peers: Vec::new(),
     }
 }
 

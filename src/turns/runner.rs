@@ -26,8 +26,8 @@ use super::{
 };
 use crate::{
     agent::{
-        Agent, AgentError, AgentTurn, Answer, ContextItem, EchoAgent, FeedSegment, PastTurn,
-        Progress, TurnSender, events::TurnEventNote,
+        Agent, AgentError, AgentTurn, Answer, ContextItem, EchoAgent, FeedSegment, HandoffPeer,
+        PastTurn, Progress, TurnSender, events::TurnEventNote,
     },
     config::Config,
     feed::Feed,
@@ -520,7 +520,28 @@ impl TurnRunner {
             feed_segment_ids: feed.iter().map(|s| s.segment_id).collect(),
             feed,
             earlier: within_budget(earlier, self.config.context.max_context_chars),
+            handoff_peers: self.handoff_peers(job),
         })
+    }
+
+    /// The hub's other profiles whose bots are known, when this turn's answer may hand
+    /// over (a group chat, handoffs on).
+    fn handoff_peers(&self, job: &TurnJob) -> Vec<HandoffPeer> {
+        if job.is_dm || !self.config.handoff.enabled {
+            return Vec::new();
+        }
+        self.config
+            .profiles
+            .iter()
+            .filter(|p| p.name != job.profile)
+            .filter_map(|p| {
+                let open_id = self.identities.get(&p.name)?;
+                Some(HandoffPeer {
+                    profile: p.name.clone(),
+                    open_id,
+                })
+            })
+            .collect()
     }
 
     /// The feed segments attached to the turn's session (group chats whose feed is on);

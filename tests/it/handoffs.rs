@@ -136,6 +136,11 @@ async fn by_mention(db: TestDb) {
     assert_eq!(turn["sender"]["open_id"], "ou_alice");
     assert_eq!(turn["sender"]["name"], "Alice");
     assert_eq!(turn["message_id"], answer_id.as_str());
+    assert_eq!(
+        turn["handoff_peers"],
+        json!([{"profile": "planner", "open_id": "ou_bot_planner"}]),
+        "who it may hand to"
+    );
     let hop = next_ended(&app, &mut done, "coder").await;
     assert_eq!(hop.state, "succeeded", "{:?}", hop.error);
     assert_eq!(hop.hop, Some(1));
@@ -515,6 +520,7 @@ async fn a_replica_killed_between_hops_leaves_each_hop_to_run_once() {
         reset_secs: 1,
     });
     let dead = Crashable::start(config(&replica("replica-a"))).await;
+    let survivor = TestApp::spawn(config(&replica("replica-b"))).await;
     let ask = Msg::group("om_q", "plan it").at_bot().in_thread("om_root");
     assert_eq!(dead.event(&Signer::default().deliver(&ask)).await, 200);
     let mut activity = fake.state.activity.subscribe();
@@ -529,7 +535,6 @@ async fn a_replica_killed_between_hops_leaves_each_hop_to_run_once() {
 
     // b takes the planner's turn over, posts its stored answer, hands over and runs the
     // hop: each once.
-    let survivor = TestApp::spawn(config(&replica("replica-b"))).await;
     let hop = ended_on(&survivor, "coder").await;
     assert_eq!(hop.state, "succeeded", "{:?}", hop.error);
     assert_eq!(hop.lease_owner.as_deref(), Some("replica-b"));

@@ -66,6 +66,7 @@ fn turn(prompt: &str, earlier: &[(&str, &str)]) -> AgentTurn {
                 output: output.to_string(),
             })
             .collect(),
+        handoff_peers: Vec::new(),
     }
 }
 
