@@ -6,10 +6,11 @@
 #   sh examples/demo.sh agents     # the same with a webhook agent and a streaming model
 #   sh examples/demo.sh day        # a group's day: the batched feed and the daily digest
 #   sh examples/demo.sh progress   # a webhook agent that streams, runs tools and asks
+#   sh examples/demo.sh handoff    # the planner's answer hands the work to the coder
 #
 # It builds what the demo needs: the bridge with `cargo build --release --bin
 # feishu-bridge` (the build `cargo run --release` makes, without the dev-dependencies, so
-# after the quick start it builds nothing), and for `agents` and `day` the local agent,
+# after the quick start it builds nothing), and for `agents`, `day` and `handoff` the local agent,
 # an example, which Cargo builds with the dev-dependencies: in the debug profile, which
 # `cargo test` has already built. It runs in a temporary directory (a fresh database
 # each time; the directory is kept for a look afterwards, and the last line says how to
@@ -29,7 +30,8 @@ case "$demo" in
   agents) config=agents.toml scenario=scenario.toml agent=yes ;;
   day) config=feed.toml scenario=feed_scenario.toml agent=yes ;;
   progress) config=progress.toml scenario=progress_scenario.toml agent=yes ;;
-  *) echo "usage: sh examples/demo.sh [two-bots|agents|day|progress]" >&2; exit 2 ;;
+  handoff) config=handoff.toml scenario=handoff_scenario.toml agent=yes ;;
+  *) echo "usage: sh examples/demo.sh [two-bots|agents|day|progress|handoff]" >&2; exit 2 ;;
 esac
 
 for p in "$port" "$agent_port"; do
@@ -144,5 +146,22 @@ case "$demo" in
     echo "== the turn, its events and its question (GET /turns)"
     curl -s -H "$admin" "http://127.0.0.1:$port/turns?verbose=true"
     echo
+    ;;
+  handoff)
+    # The coder's turn is queued when the planner's answer is recorded: wait for its end.
+    i=0
+    until curl -s -H "$admin" "http://127.0.0.1:$port/turns?profile=coder" | grep -Eq '"state":"(succeeded|failed|cancelled)"'; do
+      i=$((i + 1))
+      if [ "$i" -gt 300 ]; then echo "the coder's turn did not end; see $work/*.log" >&2; exit 1; fi
+      sleep 0.1
+    done
+    echo "== the turns: the planner's, then the coder's in the same chain (GET /turns)"
+    curl -s -H "$admin" "http://127.0.0.1:$port/turns"
+    echo
+    echo "== why the coder ran and what it saw (GET /explain/om_handoff_root?profile=coder)"
+    curl -s -H "$admin" -H 'Accept: text/plain' \
+      "http://127.0.0.1:$port/explain/om_handoff_root?profile=coder"
+    echo "== the handoffs counted (GET /metrics)"
+    curl -s "http://127.0.0.1:$port/metrics" | grep '^feishu_bridge_handoffs_total'
     ;;
 esac

@@ -3,6 +3,9 @@
 //!
 //! * `POST /turn` — a `webhook` agent: checks the Standard Webhooks signature with the
 //!   secret in `LOCAL_AGENT_SECRET`, then answers `200 {"output": …}`.
+//! * `POST /planner` — the same, as a planner that hands the work on: its answer is a
+//!   short plan that mentions the coder's bot (`<at user_id="ou_demo_coder">`), so the hub
+//!   queues the coder's turn (`examples/handoff.toml`).
 //! * `POST /v1/chat/completions` — an OpenAI-compatible model: streams (Server-Sent
 //!   Events) or answers in one piece, word by word from a short canned reply that shows
 //!   what it was given. Asked for a daily digest (its system message says so), it
@@ -38,6 +41,7 @@ async fn main() -> anyhow::Result<()> {
     let listen = std::env::var("LOCAL_AGENT_LISTEN").unwrap_or_else(|_| "127.0.0.1:9000".into());
     let app = Router::new()
         .route("/turn", post(turn))
+        .route("/planner", post(planner))
         .route("/v1/chat/completions", post(completions))
         .route(
             "/open-apis/auth/v3/tenant_access_token/internal",
@@ -51,8 +55,8 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The webhook agent: verify, then answer with what it was given.
-async fn turn(headers: HeaderMap, body: Bytes) -> Response {
+/// A signed turn's body, or the answer refusing it.
+fn verified(headers: &HeaderMap, body: &Bytes) -> Result<Value, (StatusCode, Json<Value>)> {
     let secret = std::env::var("LOCAL_AGENT_SECRET").unwrap_or_else(|_| DEMO_SECRET.into());
     let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     if let Err(e) = feishu_bridge::agent::webhook::verify(
@@ -60,16 +64,32 @@ async fn turn(headers: HeaderMap, body: Bytes) -> Response {
         h("webhook-id"),
         h("webhook-timestamp"),
         h("webhook-signature"),
-        &body,
+        body,
     ) {
-        return (
+        return Err((
             StatusCode::UNAUTHORIZED,
             Json(json!({"error": e.to_string()})),
-        )
-            .into_response();
+        ));
     }
-    let Ok(turn) = serde_json::from_slice::<Value>(&body) else {
-        return (StatusCode::BAD_REQUEST, Json(json!({"error": "not JSON"}))).into_response();
+    serde_json::from_slice::<Value>(body)
+        .map_err(|_| (StatusCode::BAD_REQUEST, Json(json!({"error": "not JSON"}))))
+}
+
+/// The planner: verify, then answer with a plan that hands the work to the coder.
+async fn planner(headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(refused) = verified(&headers, &body) {
+        return refused.into_response();
+    }
+    let output = "Plan: 1. a canvas game loop, 2. touch controls, 3. under 50 KB. \
+         <at user_id=\"ou_demo_coder\">coder</at> please build it from this plan.";
+    Json(json!({ "output": output })).into_response()
+}
+
+/// The webhook agent: verify, then answer with what it was given.
+async fn turn(headers: HeaderMap, body: Bytes) -> Response {
+    let turn = match verified(&headers, &body) {
+        Ok(turn) => turn,
+        Err(refused) => return refused.into_response(),
     };
     let items = turn["context_items"].as_array().map_or(0, Vec::len);
     let output = format!(

@@ -6,10 +6,14 @@
 
 use crate::{
     context::report::{
-        AskOutcome, ExcludedItem, Explanation, FeedSegmentUsed, SelectedItem, TurnOutcome,
+        AskOutcome, ExcludedItem, Explanation, FeedSegmentUsed, HandoffOrigin, SelectedItem,
+        TurnOutcome,
     },
     redact::echo,
-    store::{AskStore, DecisionRow, DecisionStore, FeedStore, StoreError, TurnState, TurnStore},
+    store::{
+        AskStore, DecisionRow, DecisionStore, FeedStore, HandoffRow, HandoffStore, StoreError,
+        TurnState, TurnStore,
+    },
 };
 
 /// Which decision to explain.
@@ -42,7 +46,7 @@ impl Query<'_> {
 /// Finds and explains a decision; `None` when there is none.
 pub async fn load<S>(store: &S, q: &Query<'_>) -> Result<Option<Explanation>, StoreError>
 where
-    S: DecisionStore + TurnStore + FeedStore + AskStore + ?Sized,
+    S: DecisionStore + TurnStore + FeedStore + AskStore + HandoffStore + ?Sized,
 {
     let row = match q.decision_id {
         Some(id) => store.decision(id).await?.filter(|d| {
@@ -58,14 +62,16 @@ where
         return Ok(None);
     };
     let turn = store.turn_of_decision(row.id).await?;
-    let (feed, asks) = match &turn {
+    let (feed, asks, handoff) = match &turn {
         Some(t) => (
             store.read_by(&t.turn_id).await?,
             store.turn_asks(&t.turn_id).await?,
+            store.handoff(&t.turn_id).await?,
         ),
-        None => (Vec::new(), Vec::new()),
+        None => (Vec::new(), Vec::new(), None),
     };
     let mut e = explain(row, q.verbose);
+    e.handoff = handoff.map(origin);
     e.turn = turn.map(|t| TurnOutcome {
         asks: asks
             .into_iter()
@@ -94,6 +100,25 @@ where
     Ok(Some(e))
 }
 
+/// A handoff's record as the origin of its turn.
+fn origin(h: HandoffRow) -> HandoffOrigin {
+    let person = h.root_name.as_deref().unwrap_or(&h.root_open_id);
+    HandoffOrigin {
+        summary: format!(
+            "invoked by {}'s turn {}, requested by {person}",
+            h.from_profile, h.parent_turn_id
+        ),
+        chain_id: h.chain_id,
+        hop: h.hop,
+        from_profile: h.from_profile,
+        parent_turn_id: h.parent_turn_id,
+        requested_by: h.root_open_id,
+        requested_by_name: h.root_name,
+        path: h.path.split('>').map(str::to_string).collect(),
+        via: h.via,
+    }
+}
+
 /// One row, explained.
 pub fn explain(row: DecisionRow, verbose: bool) -> Explanation {
     let r = row.decision;
@@ -119,6 +144,7 @@ pub fn explain(row: DecisionRow, verbose: bool) -> Explanation {
         diagnostics,
         created_at: r.created_at,
         turn: None,
+        handoff: None,
         thread_context: verbose.then_some(r.thread_context),
         prompt_preview: verbose.then_some(r.prompt_preview),
     }

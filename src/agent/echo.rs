@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 
-use super::{Agent, AgentError, AgentTurn, Partial};
+use super::{Agent, AgentError, AgentTurn, Answer, Partial};
 
 /// The echo agent.
 #[derive(Debug, Default, Clone, Copy)]
@@ -12,7 +12,7 @@ pub struct EchoAgent;
 
 #[async_trait]
 impl Agent for EchoAgent {
-    async fn run(&self, t: &AgentTurn, _partial: &Partial) -> Result<String, AgentError> {
+    async fn run(&self, t: &AgentTurn, _partial: &Partial) -> Result<Answer, AgentError> {
         let sources = if t.context_items.is_empty() {
             "none".to_string()
         } else {
@@ -22,7 +22,7 @@ impl Agent for EchoAgent {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        Ok(format!(
+        Ok(Answer::from(format!(
             "(echo) {} received a request of {} chars; topic root: {}; thread context: {} item(s) from {}; \
              group history: {} message(s); quoted reply: {}; feed: {}; prompt {} chars; session {}.",
             t.profile,
@@ -35,7 +35,7 @@ impl Agent for EchoAgent {
             feed(t),
             t.prompt.chars().count(),
             t.session_id,
-        ))
+        )))
     }
 }
 

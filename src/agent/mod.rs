@@ -9,8 +9,49 @@ pub mod webhook;
 use async_trait::async_trait;
 pub use echo::EchoAgent;
 pub use openai::OpenAiAgent;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 pub use webhook::{PendingCallbacks, WebhookAgent};
+
+/// Another profile of the hub asked to take over after this answer (a webhook agent's
+/// optional `handoff` field).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct HandoffAsk {
+    /// The profile to hand to (its name in the config).
+    pub profile: String,
+    /// What it is asked to do.
+    pub text: String,
+}
+
+/// Another profile of the hub this turn's answer may hand work to: mention its bot
+/// (`<at user_id="{open_id}">{profile}</at>`) or name it in the `handoff` field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HandoffPeer {
+    pub profile: String,
+    /// Its bot's open_id.
+    pub open_id: String,
+}
+
+/// What an agent answered: the text posted, and the handoff it asks for, if any.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Answer {
+    pub text: String,
+    pub handoff: Option<HandoffAsk>,
+}
+
+impl From<String> for Answer {
+    fn from(text: String) -> Self {
+        Self {
+            text,
+            handoff: None,
+        }
+    }
+}
+
+impl From<&str> for Answer {
+    fn from(text: &str) -> Self {
+        Self::from(text.to_string())
+    }
+}
 
 /// Who asked.
 #[derive(Debug, Clone, Serialize)]
@@ -105,6 +146,10 @@ pub struct AgentTurn {
     /// conversation; the webhook body does not carry them).
     #[serde(skip)]
     pub earlier: Vec<PastTurn>,
+    /// The hub's other profiles this turn may hand work to (group chats, handoffs on;
+    /// left out of the body when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub handoff_peers: Vec<HandoffPeer>,
 }
 
 /// One earlier turn of the same session: what was asked and what the agent answered.
@@ -285,7 +330,7 @@ fn seconds(d: &std::time::Duration) -> String {
 pub trait Agent: Send + Sync {
     /// Runs one turn to its final answer, publishing partial text to `partial` when the
     /// backend streams.
-    async fn run(&self, turn: &AgentTurn, partial: &Partial) -> Result<String, AgentError>;
+    async fn run(&self, turn: &AgentTurn, partial: &Partial) -> Result<Answer, AgentError>;
 
     /// Whether answers arrive in pieces (the reply is then a card updated as they do).
     fn streams(&self) -> bool {
@@ -359,7 +404,7 @@ struct Unavailable(&'static str);
 
 #[async_trait]
 impl Agent for Unavailable {
-    async fn run(&self, _turn: &AgentTurn, _partial: &Partial) -> Result<String, AgentError> {
+    async fn run(&self, _turn: &AgentTurn, _partial: &Partial) -> Result<Answer, AgentError> {
         Err(AgentError::Unavailable(self.0))
     }
 }
@@ -390,6 +435,7 @@ pub(crate) fn sample_turn(prompt: &str) -> AgentTurn {
         feed_segment_ids: Vec::new(),
         feed: Vec::new(),
         earlier: Vec::new(),
+        handoff_peers: Vec::new(),
     }
 }
 

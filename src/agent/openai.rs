@@ -15,7 +15,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Agent, AgentError, AgentTurn, Partial, Progress};
+use super::{Agent, AgentError, AgentTurn, Answer, Partial, Progress};
 
 /// The longest piece of an error body quoted in an [`AgentError`], in characters.
 const ERROR_SNIPPET_CHARS: usize = 200;
@@ -247,9 +247,9 @@ impl OpenAiAgent {
 
 #[async_trait]
 impl Agent for OpenAiAgent {
-    async fn run(&self, turn: &AgentTurn, partial: &Partial) -> Result<String, AgentError> {
+    async fn run(&self, turn: &AgentTurn, partial: &Partial) -> Result<Answer, AgentError> {
         match tokio::time::timeout(self.timeout, self.complete(turn, partial)).await {
-            Ok(result) => result,
+            Ok(result) => result.map(Answer::from),
             Err(_) => Err(AgentError::Timeout(self.timeout)),
         }
     }

@@ -2,7 +2,8 @@
 //! signed the Standard Webhooks way (`webhook-id`, `webhook-timestamp`,
 //! `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`).
 //!
-//! `200 {"output": …}` completes the turn. `202` means the answer comes later as a
+//! `200 {"output": …}` completes the turn (with an optional `"handoff": {"profile": …,
+//! "text": …}` handing work to another profile of the hub). `202` means the answer comes later as a
 //! signed `POST /agent/{profile}/turns/{turn_id}/output`; the turn waits for it until
 //! `timeout_secs`.
 
@@ -15,7 +16,7 @@ use secrecy::{ExposeSecret, SecretString};
 use sha2::Sha256;
 use tokio::sync::oneshot;
 
-use super::{Agent, AgentError, AgentTurn, FeedInject, Partial};
+use super::{Agent, AgentError, AgentTurn, Answer, FeedInject, HandoffAsk, Partial};
 use crate::util::now_secs;
 
 /// The signing key: a `whsec_`-prefixed secret is base64 (the Standard Webhooks
@@ -83,11 +84,11 @@ pub fn verify(
 /// Turns waiting for an asynchronous answer.
 #[derive(Debug, Default)]
 pub struct PendingCallbacks {
-    waiting: Mutex<HashMap<String, oneshot::Sender<String>>>,
+    waiting: Mutex<HashMap<String, oneshot::Sender<Answer>>>,
 }
 
 impl PendingCallbacks {
-    fn register(&self, turn_id: &str) -> oneshot::Receiver<String> {
+    fn register(&self, turn_id: &str) -> oneshot::Receiver<Answer> {
         let (tx, rx) = oneshot::channel();
         self.lock().insert(turn_id.to_string(), tx);
         rx
@@ -97,13 +98,13 @@ impl PendingCallbacks {
         self.lock().remove(turn_id);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<String>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Answer>>> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Hands an answer to its waiting turn; `false` when no turn waits under that id
     /// (unknown, already answered, timed out or cancelled).
-    pub fn complete(&self, turn_id: &str, output: String) -> bool {
+    pub fn complete(&self, turn_id: &str, output: Answer) -> bool {
         match self.lock().remove(turn_id) {
             Some(tx) => tx.send(output).is_ok(),
             None => false,
@@ -129,7 +130,7 @@ pub struct WebhookAgent {
 
 #[async_trait]
 impl Agent for WebhookAgent {
-    async fn run(&self, turn: &AgentTurn, _partial: &Partial) -> Result<String, AgentError> {
+    async fn run(&self, turn: &AgentTurn, _partial: &Partial) -> Result<Answer, AgentError> {
         let body = serde_json::to_vec(turn).map_err(AgentError::Encode)?;
         let ts = now_secs().to_string();
         let signature = sign(self.secret.expose_secret(), &turn.turn_id, &ts, &body);
@@ -152,10 +153,14 @@ impl Agent for WebhookAgent {
                     let bytes = resp.bytes().await.map_err(AgentError::broke_off)?;
                     let v: serde_json::Value =
                         serde_json::from_slice(&bytes).map_err(AgentError::NotJson)?;
-                    v["output"]
+                    let text = v["output"]
                         .as_str()
                         .map(str::to_string)
-                        .ok_or(AgentError::MissingAnswer("an output"))
+                        .ok_or(AgentError::MissingAnswer("an output"))?;
+                    Ok(Answer {
+                        text,
+                        handoff: handoff_of(&v),
+                    })
                 }
                 reqwest::StatusCode::ACCEPTED => answer.await.map_err(AgentError::CallbackLost),
                 status => Err(AgentError::Status {
@@ -205,6 +210,12 @@ impl Agent for WebhookAgent {
     fn reports_events(&self) -> bool {
         self.stream
     }
+}
+
+/// The structured handoff of an answer: a `handoff` object with a `profile` and a
+/// `text`, both strings (anything else is no handoff).
+pub fn handoff_of(answer: &serde_json::Value) -> Option<HandoffAsk> {
+    serde_json::from_value(answer.get("handoff")?.clone()).ok()
 }
 
 /// How long an inject may take: it wakes nobody, so it should be quick.

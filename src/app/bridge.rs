@@ -425,6 +425,16 @@ fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
         owner: config.replica_id(),
     };
     let queues = app.queues.clone();
+    if let Some(mut handed) = turns.take_handoffs() {
+        let (runner, queues, stop) = (turns.clone(), queues.clone(), stops.turns.clone());
+        tokio::spawn(async move {
+            // Until shutdown: a handoff turn not submitted by then is queued in the
+            // database and runs after the next start.
+            while let Some(Some(job)) = stop.run_until_cancelled(handed.recv()).await {
+                runner.submit(&queues, job);
+            }
+        });
+    }
     let lease = Duration::from_millis(config.worker.lease_ms);
     let recovery = Recovery::new(turns, lease);
     let duties = ReplicaDuties::new(

@@ -11,6 +11,7 @@ mod digest;
 mod egress;
 mod error;
 mod feed;
+mod handoff;
 mod limits;
 mod listen;
 mod load;
@@ -30,6 +31,7 @@ pub use digest::{DigestConfig, DigestPost, SummarizerConfig};
 pub use egress::{Egress, Route};
 pub use error::{ConfigError, ConfigErrors, Location};
 pub use feed::FeedConfig;
+pub use handoff::HandoffConfig;
 pub use load::{ConfigSource, default_path, load, load_from_str};
 pub use names::NamesConfig;
 use secrecy::{ExposeSecret, SecretString};
@@ -54,6 +56,8 @@ pub struct Config {
     pub feed: FeedConfig,
     /// The daily digest.
     pub digest: DigestConfig,
+    /// Bots handing work to each other.
+    pub handoff: HandoffConfig,
     /// Display names of senders and chats.
     pub names: NamesConfig,
     /// Feishu bot profiles: one per app.

@@ -18,6 +18,7 @@ pub(super) fn validate(config: &Config, out: &mut Problems) {
     database(&config.database, out);
     worker(&config.worker, out);
     feed(&config.feed, out);
+    handoff(&config.handoff, out);
     out.require(config.names.ttl_secs > 0, "names.ttl_secs", || {
         "must be at least 1".into()
     });
@@ -149,6 +150,17 @@ fn feed(feed: &super::FeedConfig, out: &mut Problems) {
     ] {
         out.require(ok, key, || why.into());
     }
+}
+
+fn handoff(h: &super::HandoffConfig, out: &mut Problems) {
+    out.require((1..=32).contains(&h.max_hops), "handoff.max_hops", || {
+        "must be between 1 and 32".into()
+    });
+    out.require(
+        (1..=10_000).contains(&h.thread_budget_per_hour),
+        "handoff.thread_budget_per_hour",
+        || "must be between 1 and 10000".into(),
+    );
 }
 
 /// A profile name: it is a segment of `/feishu/<name>/…` URLs.
@@ -513,6 +525,11 @@ kind = "openai"
             (
                 "[feed]\nmax_unread_segments = 0\n",
                 "feed.max_unread_segments",
+            ),
+            ("[handoff]\nmax_hops = 0\n", "handoff.max_hops"),
+            (
+                "[handoff]\nthread_budget_per_hour = 0\n",
+                "handoff.thread_budget_per_hour",
             ),
         ] {
             let err = load_from_str(bad, &|_| None).expect_err(bad).single();

@@ -66,6 +66,29 @@ impl From<Excluded> for ExcludedItem {
     }
 }
 
+/// Where a handoff turn came from: another bot's answer, on a person's behalf.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HandoffOrigin {
+    /// `invoked by <bot>'s turn <turn_id>, requested by <person>`.
+    pub summary: String,
+    /// `chain_<hex>`.
+    pub chain_id: String,
+    /// 1 for the chain's first handoff.
+    pub hop: i64,
+    /// The profile whose answer handed over.
+    pub from_profile: String,
+    /// Its turn.
+    pub parent_turn_id: String,
+    /// The person who started the chain: their open_id…
+    pub requested_by: String,
+    /// …and their name, when known.
+    pub requested_by_name: Option<String>,
+    /// The profiles of the chain so far, in order.
+    pub path: Vec<String>,
+    /// `mention` or `field`.
+    pub via: String,
+}
+
 /// What became of a decision's turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TurnOutcome {
@@ -142,6 +165,9 @@ pub struct Explanation {
     /// before turns were persisted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnOutcome>,
+    /// Where the turn came from when another bot's answer handed it over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<HandoffOrigin>,
     /// The injected context as rendered (`verbose`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread_context: Option<String>,
@@ -169,6 +195,15 @@ pub fn preview(text: &str, n: usize) -> String {
 pub fn render_text(e: &Explanation) -> String {
     let mut out = String::new();
     write_header(&mut out, e);
+    if let Some(h) = &e.handoff {
+        line(
+            &mut out,
+            &format!(
+                "handoff      {} (chain {}, hop {})",
+                h.summary, h.chain_id, h.hop
+            ),
+        );
+    }
     write_items(&mut out, e);
     write_diagnostics(&mut out, &e.diagnostics);
     if let Some(t) = &e.turn {

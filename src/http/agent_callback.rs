@@ -13,7 +13,10 @@ use utoipa::ToSchema;
 
 use super::{ApiError, AppState, ErrorBody, extract::Path};
 use crate::{
-    agent::webhook::{self, SignatureError},
+    agent::{
+        Answer, HandoffAsk,
+        webhook::{self, SignatureError},
+    },
     protocol::Rejection,
 };
 
@@ -22,6 +25,9 @@ use crate::{
 pub struct AgentOutput {
     /// The final answer text.
     pub output: String,
+    /// Hands work to another profile of the hub once the answer is posted.
+    #[serde(default)]
+    pub handoff: Option<HandoffAsk>,
 }
 
 /// Accepted.
@@ -57,7 +63,11 @@ pub async fn output(
     let body = authenticate(&app, &profile, &headers, body)?;
     let out: AgentOutput = serde_json::from_slice(&body)
         .map_err(|_| Rejection::MalformedJson("expected {\"output\": \"…\"}".into()))?;
-    if app.callbacks.complete(&turn_id, out.output) {
+    let answer = Answer {
+        text: out.output,
+        handoff: out.handoff,
+    };
+    if app.callbacks.complete(&turn_id, answer) {
         Ok(Json(Accepted { status: "accepted" }))
     } else {
         Err(ApiError::UnknownTurn(turn_id))

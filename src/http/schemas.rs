@@ -91,6 +91,31 @@ pub struct FeedSegmentUsedSchema {
     items: i64,
 }
 
+/// Where a handoff turn came from.
+#[derive(ToSchema)]
+#[schema(as = HandoffOrigin)]
+#[allow(dead_code)] // a schema only: never built
+pub struct HandoffOriginSchema {
+    /// `invoked by <bot>'s turn <turn_id>, requested by <person>`.
+    summary: String,
+    /// `chain_<hex>`.
+    chain_id: String,
+    /// 1 for the chain's first handoff.
+    hop: i64,
+    /// The profile whose answer handed over.
+    from_profile: String,
+    /// Its turn.
+    parent_turn_id: String,
+    /// The open_id of the person who started the chain.
+    requested_by: String,
+    /// Their name, when known.
+    requested_by_name: Option<String>,
+    /// The profiles of the chain so far, in order.
+    path: Vec<String>,
+    /// `mention` or `field`.
+    via: String,
+}
+
 /// One decision, explained.
 #[derive(ToSchema)]
 #[schema(as = Explanation)]
@@ -128,6 +153,8 @@ pub struct ExplanationSchema {
     /// What became of the turn that made this decision (absent for decisions recorded
     /// before turns were persisted).
     turn: Option<TurnOutcomeSchema>,
+    /// Where the turn came from when another bot's answer handed it over.
+    handoff: Option<HandoffOriginSchema>,
     /// The injected context as rendered (`verbose`).
     thread_context: Option<String>,
     /// The prompt as submitted (`verbose`).
@@ -198,6 +225,17 @@ mod tests {
             }],
             asks: vec![ask.clone()],
         };
+        let handoff = crate::context::report::HandoffOrigin {
+            summary: "invoked by planner's turn t0, requested by Alice".into(),
+            chain_id: "chain_1".into(),
+            hop: 1,
+            from_profile: "planner".into(),
+            parent_turn_id: "t0".into(),
+            requested_by: "ou_alice".into(),
+            requested_by_name: Some("Alice".into()),
+            path: vec!["planner".into(), "coder".into()],
+            via: "mention".into(),
+        };
         let explanation = Explanation {
             decision_id: 1,
             profile: "planner".into(),
@@ -215,6 +253,7 @@ mod tests {
             diagnostics: serde_json::json!({}),
             created_at: crate::util::UnixMs(1),
             turn: Some(turn.clone()),
+            handoff: Some(handoff.clone()),
             thread_context: Some(String::new()),
             prompt_preview: Some(String::new()),
         };
@@ -229,6 +268,10 @@ mod tests {
             ),
             (serde_json::to_value(&turn), TurnOutcomeSchema::schema()),
             (serde_json::to_value(&ask), AskOutcomeSchema::schema()),
+            (
+                serde_json::to_value(&handoff),
+                HandoffOriginSchema::schema(),
+            ),
             (
                 serde_json::to_value(&explanation),
                 ExplanationSchema::schema(),

@@ -48,6 +48,10 @@ pub struct TurnBody {
     pub answered_at: Option<i64>,
     /// Unix ms.
     pub finished_at: Option<i64>,
+    /// The handoff chain it runs in, when another bot's answer queued it.
+    pub chain_id: Option<String>,
+    /// Its hop in that chain (1 for the first handoff).
+    pub hop: Option<i64>,
     /// The request text (with `verbose`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_text: Option<String>,
@@ -100,6 +104,8 @@ impl TurnBody {
             started_at: r.started_at.map(UnixMs::millis),
             answered_at: r.answered_at.map(UnixMs::millis),
             finished_at: r.finished_at.map(UnixMs::millis),
+            chain_id: r.chain_id,
+            hop: r.hop,
             events: None,
             event_summary: None,
             asks: None,

@@ -34,8 +34,12 @@ pub struct VerdictBody {
     pub verdict: String,
     /// Why: `no_mention`, `user_not_allowed`, `chat_not_allowed`, `dm_disabled`,
     /// `group_disabled`, `own_message`, `bot_sender`, `bot_identity_unknown`,
-    /// `not_owner`, `empty_request`, `recalled`, `mention`, `reply_all`, `command`, `dm`.
+    /// `not_owner`, `empty_request`, `recalled`, `mention`, `reply_all`, `command`, `dm`,
+    /// `handoff` (another bot's answer handed work to this one), `handoff_cut` (a
+    /// handoff the loop guard cut).
     pub reason: String,
+    /// The handoff chain, for a verdict a handoff decided.
+    pub chain_id: Option<String>,
     /// The session, for invocations.
     pub session_key: Option<String>,
     /// The context decision of the turn, once made.
@@ -86,6 +90,7 @@ pub async fn message(
                 reason: r.reason.to_string(),
                 session_key: r.session_key,
                 decision_id: r.decision_id,
+                chain_id: r.chain_id,
                 at: r.created_at.millis(),
             })
             .collect(),

@@ -3,15 +3,18 @@
 //!
 //! * `/status` reports and changes nothing: pending history stays pending.
 //! * `/new` and `/reset` rotate the session id and clear the history scope.
-//! * `/stop` cancels the running turn of the caller's own session key, nothing else,
-//!   on whichever replica it runs.
+//! * `/stop` cancels the running turn of the caller's own session key, on whichever
+//!   replica it runs, and every handoff chain of the thread (the whole chat for a
+//!   main-chat `/stop`): its running turn is stopped, its queued hops cancelled.
 //! * Unknown commands get the help text.
 
 use crate::{
     feishu_api::outbound::{Format, Outbound, OutboundError, Reply},
     routing::{Command, HELP},
     store::ReplyKind,
-    store::{SessionReset, SessionRow, SessionStore, StoreError, TurnLeases},
+    store::{
+        ChainPlace, HandoffStore, SessionReset, SessionRow, SessionStore, StoreError, TurnLeases,
+    },
     turns::queue::SessionQueues,
     util::{UnixMs, new_session_id},
     vocab::ChatType,
@@ -38,23 +41,33 @@ pub struct CommandCall<'a> {
     pub history_scope: &'a str,
     /// That message (replies go to it).
     pub message_id: &'a str,
+    /// The root of the thread it was sent in (`None` in the main chat).
+    pub thread_root: Option<&'a str>,
+}
+
+/// The stores a command works on.
+#[derive(Clone, Copy)]
+pub struct CommandStores<'a> {
+    pub sessions: &'a dyn SessionStore,
+    pub leases: &'a dyn TurnLeases,
+    pub handoffs: &'a dyn HandoffStore,
 }
 
 /// Runs a command and sends its answer.
 pub async fn execute(
-    store: &dyn SessionStore,
-    leases: &dyn TurnLeases,
+    stores: CommandStores<'_>,
     queues: &SessionQueues,
     outbound: &dyn Outbound,
     call: &CommandCall<'_>,
 ) -> Result<(), CommandError> {
+    let store = stores.sessions;
     let s = call.session;
     let text = match call.command {
         Command::Help => HELP.to_string(),
         Command::Unknown(name) => format!("Unknown command {name}.\n{HELP}"),
         Command::Status => status(store, queues, call).await?,
         Command::New | Command::Reset => reset(store, call).await?,
-        Command::Stop => stop(leases, queues, s).await?,
+        Command::Stop => stop(stores, queues, call).await?,
         Command::Sessions => sessions(store, s).await?,
     };
     tracing::info!(profile = %s.profile, session_key = %s.session_key, command = call.command.name(), "command executed");
@@ -119,12 +132,15 @@ async fn reset(store: &dyn SessionStore, call: &CommandCall<'_>) -> Result<Strin
 /// stop; a turn here is cancelled at once. A turn here that has not started yet
 /// (gathering its context, or waiting for one on another replica) is stopped too.
 async fn stop(
-    leases: &dyn TurnLeases,
+    stores: CommandStores<'_>,
     queues: &SessionQueues,
-    s: &SessionRow,
+    call: &CommandCall<'_>,
 ) -> Result<String, StoreError> {
-    let asked = leases
-        .request_stop(&s.profile, &s.session_key, UnixMs::now())
+    let s = call.session;
+    let now = UnixMs::now();
+    let asked = stores
+        .leases
+        .request_stop(&s.profile, &s.session_key, now)
         .await?;
     let stopping = match asked {
         Some(turn) => {
@@ -133,11 +149,44 @@ async fn stop(
         }
         None => queues.cancel_running(&s.session_key),
     };
-    Ok(if stopping {
+    let (chain_stopped, hops) = stop_chains(stores, queues, call, now).await?;
+    let mut told = if stopping || chain_stopped {
         "Stopping the running answer of this session.".to_string()
     } else {
         "Nothing is running in this session.".to_string()
-    })
+    };
+    if hops > 0 {
+        told.push_str(&format!(" Cancelled {hops} queued handoff(s)."));
+    }
+    Ok(told)
+}
+
+/// Stops the handoff chains where `/stop` was sent: their queued hops are cancelled
+/// (they never start) and their running turns asked to stop, wherever they run.
+/// Whether a running one was asked to stop, and how many hops were cancelled.
+async fn stop_chains(
+    stores: CommandStores<'_>,
+    queues: &SessionQueues,
+    call: &CommandCall<'_>,
+    now: UnixMs,
+) -> Result<(bool, usize), StoreError> {
+    let place = ChainPlace {
+        chat_id: &call.session.chat_id,
+        root_msg_id: call.thread_root,
+    };
+    let hops = stores.handoffs.cancel_chain_hops(place, now).await?;
+    let mut stopped = false;
+    for t in stores.handoffs.running_chain_turns(place).await? {
+        if let Some(turn) = stores
+            .leases
+            .request_stop(&t.profile, &t.session_key, now)
+            .await?
+        {
+            queues.cancel_label(&turn.turn_id);
+            stopped = true;
+        }
+    }
+    Ok((stopped, hops.len()))
 }
 
 /// `/sessions`: the profile's sessions in this chat (at most 20), this one marked.

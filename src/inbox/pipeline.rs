@@ -30,8 +30,8 @@ use crate::{
     },
     routing::{self, Inbound, Place, Reason, Record, Sender, Verdict},
     store::{
-        BatchStep, EventLog, InboxEvent, NewFeedItem, NewVerdict, ProcessedBatch, Routed,
-        SessionStore, Store, StoreError, TurnLeases,
+        BatchStep, EventLog, HandoffStore, InboxEvent, NewFeedItem, NewVerdict, ProcessedBatch,
+        Routed, SessionStore, Store, StoreError, TurnLeases,
     },
     turns::TurnRunner,
     turns::queue::SessionQueues,
@@ -72,6 +72,7 @@ pub struct Pipeline {
     log: Arc<dyn EventLog>,
     sessions: Arc<dyn SessionStore>,
     leases: Arc<dyn TurnLeases>,
+    handoffs: Arc<dyn HandoffStore>,
     identities: Arc<Identities>,
     queues: SessionQueues,
     outbound: Arc<dyn Outbound>,
@@ -103,6 +104,7 @@ impl Pipeline {
             config,
             log: store.clone(),
             leases: store.clone(),
+            handoffs: store.clone(),
             sessions: store,
             identities,
             queues,
@@ -280,8 +282,11 @@ impl Pipeline {
             let sessions = self.sessions.as_ref();
             return Settled::Open(
                 commands::execute(
-                    sessions,
-                    self.leases.as_ref(),
+                    commands::CommandStores {
+                        sessions,
+                        leases: self.leases.as_ref(),
+                        handoffs: self.handoffs.as_ref(),
+                    },
                     &self.queues,
                     self.outbound.as_ref(),
                     &call,
@@ -414,7 +419,13 @@ impl Pipeline {
                 .and_then(|t| t.parse::<i64>().ok())
                 .map_or_else(UnixMs::now, UnixMs),
         };
-        Some(RoutedMessage::new(message, route, content.names))
+        let mut routed = RoutedMessage::new(message, route, content.names);
+        if let Some(job) = &mut routed.job {
+            let known = |id: &Option<String>| id.clone().filter(|i| !i.is_empty());
+            job.sender_union_id = known(&ids.union_id);
+            job.sender_user_id = known(&ids.user_id);
+        }
+        Some(routed)
     }
 
     /// Retention rides on message traffic, in its own short transaction; a failure only

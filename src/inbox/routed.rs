@@ -80,6 +80,8 @@ impl RoutedMessage {
             session,
             history_scope: &self.message.history_scope,
             message_id: &self.message.message_id,
+            thread_root: (!self.message.place.is_root())
+                .then_some(self.message.place.root_msg_id.as_str()),
         })
     }
 }

@@ -46,5 +46,9 @@ crate::util::spelled::spelled! {
         EmptyRequest,
         /// The message was recalled before it was processed.
         Recalled,
+        /// Another profile's answer handed work to this one (a handoff turn).
+        Handoff,
+        /// A handoff to this profile that the loop guard cut (hops, ping-pong, budget).
+        HandoffCut,
     }
 }

@@ -62,6 +62,8 @@ pub struct VerdictRow {
     /// The context decision made for the turn, once there is one.
     pub decision_id: Option<i64>,
     pub created_at: UnixMs,
+    /// The handoff chain, for a verdict a handoff decided.
+    pub chain_id: Option<String>,
 }
 
 /// Everything one routed message writes, in one transaction.

@@ -1,7 +1,8 @@
 //! Persistence: surfaces grouped by what they hold — the [`Database`] itself, the
 //! [`InboxStore`], [`SessionStore`], [`EventLog`], [`DecisionStore`], [`TurnStore`] (its
 //! [`TurnEventStore`] and [`AskStore`], and [`TurnLeases`] across replicas), [`ApiCalls`] (every replica's Open API calls),
-//! [`OutboundStore`], the batched [`FeedStore`] and the daily [`DigestStore`] — each
+//! [`OutboundStore`], the batched [`FeedStore`], the daily [`DigestStore`] and the bots'
+//! [`HandoffStore`] — each
 //! implemented once, with the SQL written once, as generic code over the database
 //! (`sql`): [`SqliteStore`] and [`PgStore`] are that store on each, and `sqlite.rs` and
 //! `postgres.rs` hold what differs. [`Store`] is all of them.
@@ -19,6 +20,7 @@ mod decisions;
 mod digests;
 mod event_log;
 mod feed;
+mod handoffs;
 mod hygiene;
 mod inbox;
 mod names;
@@ -55,6 +57,7 @@ pub use feed::{
     FeedCounts, FeedItemRow, FeedItemState, FeedSegmentRow, FeedStore, NewFeedItem, PackLimits,
     SegmentState, SessionFeed, SharedRead,
 };
+pub use handoffs::{ChainPlace, ChainTurn, HandoffRow, HandoffStore};
 pub use inbox::{
     ClaimLimits, Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore,
     InsertOutcome, MAX_ID_BYTES, NewInboxEvent, ProfileBacklog,
@@ -68,8 +71,8 @@ pub use sqlite::SqliteStore;
 pub use turn_events::{AppendOutcome, NewTurnEvent, TurnEventLimits, TurnEventRow, TurnEventStore};
 pub use turn_leases::{OwnedTurn, ReplicaRow, TurnLeases, alive_since};
 pub use turns::{
-    HistoryQuery, NewTurn, StartedTurn, TurnCompletion, TurnFilter, TurnRow, TurnStart, TurnState,
-    TurnStore,
+    HandoffWrite, HistoryQuery, NewTurn, StartedTurn, TurnCompletion, TurnFilter, TurnRow,
+    TurnStart, TurnState, TurnStore,
 };
 
 use crate::config::DatabaseConfig;
@@ -208,6 +211,7 @@ pub trait Store:
     + FeedStore
     + DigestStore
     + NamesStore
+    + HandoffStore
 {
 }
 
@@ -226,6 +230,7 @@ impl<T> Store for T where
         + FeedStore
         + DigestStore
         + NamesStore
+        + HandoffStore
 {
 }
 

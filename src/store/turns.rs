@@ -2,7 +2,8 @@
 
 use async_trait::async_trait;
 
-use super::{NewDecision, StoreError};
+use super::{HandoffRow, NewDecision, NewSession, StoreError};
+use crate::routing::{Reason, Verdict};
 use crate::util::UnixMs;
 use crate::vocab::NewContextEvent;
 
@@ -83,6 +84,12 @@ pub struct TurnRow {
     /// Unix ms the agent answered.
     pub answered_at: Option<UnixMs>,
     pub finished_at: Option<UnixMs>,
+    /// The handoff chain it runs in (a turn another bot's answer queued).
+    pub chain_id: Option<String>,
+    /// Its hop in that chain (1 for the first handoff).
+    pub hop: Option<i64>,
+    /// The structured handoff its answer asked for (JSON), stored with the answer.
+    pub handoff_json: Option<String>,
 }
 
 /// Which earlier turns of a session to read back as its history.
@@ -108,7 +115,23 @@ pub struct TurnCompletion {
     pub output_event: NewContextEvent,
     /// Session whose topic root is now delivered: (profile, key, session id).
     pub topic_root_delivered: Option<(String, String, String)>,
+    /// The handoff its answer asks for, written only if this completion succeeds the turn.
+    pub handoff: Option<HandoffWrite>,
     pub now: UnixMs,
+}
+
+/// What a completion writes when its answer hands over, in its transaction: the
+/// handoff's record, the target's verdict on the answer (naming the chain), and for a
+/// started one its session and queued turn. Written only when the completion marks its
+/// turn succeeded, and only once per handoff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandoffWrite {
+    pub record: HandoffRow,
+    /// The target's verdict: invoked (`handoff`), or ignored and why.
+    pub verdict: Verdict,
+    pub reason: Reason,
+    pub session: Option<NewSession>,
+    pub turn: Option<NewTurn>,
 }
 
 /// What starting a turn writes.
@@ -173,11 +196,13 @@ pub trait TurnStore: Send + Sync + 'static {
     /// Ended turns whose reaction is still recorded (its removal did not get through),
     /// oldest first, at most `limit`.
     async fn ended_turn_reactions(&self, limit: i64) -> Result<Vec<TurnRow>, StoreError>;
-    /// Stores the agent's answer before it is posted.
+    /// Stores the agent's answer (and the structured handoff it asks for, as JSON)
+    /// before it is posted.
     async fn save_turn_output(
         &self,
         turn_id: &str,
         output: &str,
+        handoff_json: Option<&str>,
         now: UnixMs,
     ) -> Result<(), StoreError>;
     /// Ends an unfinished turn as failed or cancelled; `false` when it had already ended.
@@ -188,8 +213,9 @@ pub trait TurnStore: Send + Sync + 'static {
         error: &str,
         now: UnixMs,
     ) -> Result<bool, StoreError>;
-    /// Records a delivered answer: the `agent_output` event, the topic root flag and
-    /// the turn's success, together.
+    /// Records a delivered answer: the `agent_output` event, the topic root flag, the
+    /// turn's success and — when this marks it succeeded — the handoff it asks for,
+    /// together.
     async fn complete_turn(&self, c: &TurnCompletion) -> Result<(), StoreError>;
     /// One turn.
     async fn turn(&self, turn_id: &str) -> Result<Option<TurnRow>, StoreError>;

@@ -44,6 +44,9 @@ pub struct Metrics {
     pub commit_batch_size: HistogramVec,
     /// Turns that ended, by profile and outcome.
     pub turns_finished: IntCounterVec,
+    /// Handoffs between bots, by outcome (`started`, `refused`, `cut_hops`,
+    /// `cut_pingpong`, `cut_budget`, `cancelled`).
+    pub handoffs: IntCounterVec,
     /// HTTP connections being served now.
     pub http_connections: IntGauge,
     /// Most HTTP connections served at once since start.
@@ -127,6 +130,11 @@ impl Metrics {
                 "Turns that ended, by outcome (answered, stopped, agent_failed, …).",
                 &["profile", "outcome"],
             ),
+            handoffs: counter_vec(
+                "handoffs_total",
+                "Handoffs between the hub's bots, by outcome (started, refused, cut_hops, …).",
+                &["outcome"],
+            ),
             http_connections: int_gauge(
                 "http_connections",
                 "HTTP connections being served now (at most server.max_connections).",
@@ -142,7 +150,7 @@ impl Metrics {
     }
 
     fn register_all(&self) {
-        let collectors: [Box<dyn prometheus::core::Collector>; 15] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 16] = [
             Box::new(self.webhook_requests.clone()),
             Box::new(self.http_duration.clone()),
             Box::new(self.inbox_pending.clone()),
@@ -155,6 +163,7 @@ impl Metrics {
             Box::new(self.store_errors.clone()),
             Box::new(self.commit_batch_size.clone()),
             Box::new(self.turns_finished.clone()),
+            Box::new(self.handoffs.clone()),
             Box::new(self.http_connections.clone()),
             Box::new(self.http_connections_peak.clone()),
             Box::new(self.http_connections_closed.clone()),

@@ -10,12 +10,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     card::{CardState, fitting_beside, progress_card, room_beside},
+    handoff::{Handoffs, Plan},
     job::{ReplyTo, TurnError, TurnJob},
     persist::persist,
     stream::{CardParts, MIN_UPDATE_INTERVAL_MS, Opening, StreamCard},
 };
 use crate::{
-    agent::Progress,
+    agent::{HandoffAsk, Progress},
     config::Config,
     context::{collector::token_estimate, selector::truncate},
     feishu_api::{
@@ -45,6 +46,8 @@ pub(super) struct Deliverer {
     outbound: Arc<dyn Outbound>,
     /// Cancelled when the bridge shuts down: writes stop being retried then.
     shutdown: CancellationToken,
+    /// What answers hand to other profiles.
+    handoffs: Handoffs,
 }
 
 impl Deliverer {
@@ -55,6 +58,7 @@ impl Deliverer {
         identities: Arc<Identities>,
         outbound: Arc<dyn Outbound>,
         shutdown: CancellationToken,
+        handoffs: Handoffs,
     ) -> Self {
         Self {
             config,
@@ -62,7 +66,24 @@ impl Deliverer {
             identities,
             outbound,
             shutdown,
+            handoffs,
         }
+    }
+
+    /// The handoff `job`'s answer asks for (see [`Handoffs::plan`]).
+    pub(super) async fn plan_handoff(
+        &self,
+        job: &TurnJob,
+        answer: &str,
+        ask: Option<&HandoffAsk>,
+        requester: Option<&str>,
+    ) -> Result<Option<Plan>, StoreError> {
+        self.handoffs.plan(job, answer, ask, requester).await
+    }
+
+    /// Counts a queued handoff turn cancelled before it ran.
+    pub(super) fn handoff_cancelled(&self) {
+        self.handoffs.cancelled();
     }
 
     /// Records how a turn ended (retried while the database fails); `false` when it had
@@ -106,16 +127,18 @@ impl Deliverer {
         )
     }
 
-    /// Posts the answer and records it. `card` is the turn's streaming card, if any,
-    /// with what the turn showed beside its text (kept in the final card). An answer
-    /// without a card goes out as markdown, so its code blocks and tables render.
+    /// Posts the answer and records it, with the handoff it asks for (`handoff`). `card`
+    /// is the turn's streaming card, if any, with what the turn showed beside its text
+    /// (kept in the final card). An answer without a card goes out as markdown, so its
+    /// code blocks and tables render. The target's job when the handoff queued a turn.
     pub(super) async fn deliver(
         &self,
         job: &TurnJob,
         card: Option<(&PostedCard, &Progress)>,
         answer: &str,
         topic_root_delivered: Option<(String, String, String)>,
-    ) -> Result<(), TurnError> {
+        handoff: Option<&Plan>,
+    ) -> Result<Option<TurnJob>, TurnError> {
         let reply = match card {
             Some((card, shown)) => match persist(&self.shutdown, "final card", &job.turn_id, || {
                 self.finish_card(job, card, shown, answer)
@@ -130,18 +153,33 @@ impl Deliverer {
             },
             None => self.send_answer(job, answer, Format::Markdown).await?,
         };
+        let now = UnixMs::now();
+        let (write, next) = match handoff {
+            Some(plan) => {
+                let (write, next) = self.handoffs.write(job, plan, &reply.message_id, now);
+                (Some(write), next)
+            }
+            None => (None, None),
+        };
         let completion = TurnCompletion {
             turn_id: job.turn_id.clone(),
             output_event: self.output_event(job, &reply, answer),
-            reply_message_id: reply.message_id,
+            reply_message_id: reply.message_id.clone(),
             topic_root_delivered,
-            now: UnixMs::now(),
+            handoff: write,
+            now,
         };
         persist(&self.shutdown, "completion", &job.turn_id, || {
             self.store.complete_turn(&completion)
         })
         .await?;
-        Ok(())
+        if let Some(plan) = handoff {
+            self.handoffs.settle(job, plan, &reply.message_id).await;
+        }
+        Ok(match next {
+            Some(next) if self.handoffs.queued(&next).await => Some(next),
+            _ => None,
+        })
     }
 
     /// Posts (or records) the answer; a reply the database failed to record is sent

@@ -288,7 +288,7 @@ impl Gatherer {
             bridge_id: &job.app_id,
             profile: &job.profile,
             mode: job.workspace_mode.unwrap_or(WorkspaceMode::Shared),
-            message_id: &job.message_id,
+            message_id: job.request_in_context(),
             is_command: false,
             limit,
             // The carried summary counts against the budget.

@@ -8,6 +8,7 @@ use crate::{
     config::WorkspaceMode,
     context::collector::Message,
     feishu_api::outbound::{Format, OutboundError, Reply},
+    routing::{Chain, Via},
     store::{NewTurn, StoreError},
     store::{ProfileThread, ReplyKind},
     util::UnixMs,
@@ -40,6 +41,15 @@ pub struct TurnJob {
     pub history_scope: String,
     /// Workspace mode (`None` in private chats).
     pub workspace_mode: Option<WorkspaceMode>,
+    /// The sender's union_id and user_id, when known (a handoff checks the person's
+    /// permission on another bot's app, whose open_ids differ).
+    #[serde(default)]
+    pub sender_union_id: Option<String>,
+    #[serde(default)]
+    pub sender_user_id: Option<String>,
+    /// The handoff chain this turn runs in (another bot's answer queued it).
+    #[serde(default)]
+    pub chain: Option<Chain>,
 }
 
 impl TurnJob {
@@ -67,6 +77,19 @@ impl TurnJob {
             sender_name: m.sender_name(),
             history_scope: m.history_scope.clone(),
             workspace_mode: mode,
+            sender_union_id: None,
+            sender_user_id: None,
+            chain: None,
+        }
+    }
+
+    /// The message its context leaves out as its request: the request itself, except
+    /// for a turn handed over by a structured field, whose request is that field's text
+    /// — the handing answer is then context like any other bot's output.
+    pub fn request_in_context(&self) -> &str {
+        match &self.chain {
+            Some(c) if c.via == Via::Field => &self.turn_id,
+            _ => &self.message_id,
         }
     }
 

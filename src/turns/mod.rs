@@ -20,7 +20,8 @@
 //! user is told to the `Deliverer` (`deliver`, with the streaming card of `stream`).
 //! A turn's job, errors and reply target are in `job`. A webhook agent's questions are
 //! answered from card buttons and timed out in `asks`; the reaction its request shows
-//! while it runs is in `working`.
+//! while it runs is in `working`. An answer that hands work to another profile queues
+//! that profile's turn in the completion's transaction (`handoff`).
 
 pub mod asks;
 pub mod buttons;
@@ -30,6 +31,7 @@ mod deliver;
 mod duties;
 mod follow;
 mod gather;
+mod handoff;
 mod job;
 mod order;
 mod panels;

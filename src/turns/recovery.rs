@@ -191,8 +191,28 @@ impl Recovery {
         let card = posted_card(&row);
         let shown = self.runner.shown(&row.profile, &row.turn_id).await;
         let card = card.as_ref().map(|c| (c, &shown));
-        let outcome = match deliverer.deliver(&job, card, &output, None).await {
-            Ok(()) => Outcome::Delivered,
+        let ask = row
+            .handoff_json
+            .as_deref()
+            .and_then(|j| serde_json::from_str(j).ok());
+        let delivered = match deliverer
+            .plan_handoff(&job, &output, ask.as_ref(), None)
+            .await
+        {
+            Ok(plan) => {
+                deliverer
+                    .deliver(&job, card, &output, None, plan.as_ref())
+                    .await
+            }
+            Err(e) => Err(e.into()),
+        };
+        let outcome = match delivered {
+            Ok(next) => {
+                if let Some(next) = next {
+                    self.runner.hand_over(next);
+                }
+                Outcome::Delivered
+            }
             Err(e) => {
                 tracing::error!(turn_id = %row.turn_id, error = %e, "stored answer not delivered");
                 if let Err(e) = deliverer

@@ -8,7 +8,7 @@ use std::{
     sync::Arc,
 };
 
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::{
@@ -16,6 +16,7 @@ use super::{
     deliver::{Deliverer, INTERRUPTED},
     follow::EventFollower,
     gather::{Gathered, Gatherer},
+    handoff::Handoffs,
     job::{Outcome, ReplyTo, TurnDone, TurnError, TurnJob},
     order::{SessionOrder, Waited},
     persist::{pause, persist},
@@ -25,8 +26,8 @@ use super::{
 };
 use crate::{
     agent::{
-        Agent, AgentError, AgentTurn, ContextItem, EchoAgent, FeedSegment, PastTurn, Progress,
-        TurnSender, events::TurnEventNote,
+        Agent, AgentError, AgentTurn, Answer, ContextItem, EchoAgent, FeedSegment, HandoffPeer,
+        PastTurn, Progress, TurnSender, events::TurnEventNote,
     },
     config::Config,
     feed::Feed,
@@ -75,6 +76,9 @@ pub struct TurnRunner {
     follower: EventFollower,
     /// The reaction on a running turn's request.
     working: Arc<Working>,
+    /// Where handoff turns go to be queued.
+    handed_tx: mpsc::UnboundedSender<TurnJob>,
+    handed_rx: std::sync::Mutex<Option<mpsc::UnboundedReceiver<TurnJob>>>,
 }
 
 impl std::fmt::Debug for TurnRunner {
@@ -128,7 +132,7 @@ struct Started {
 
 /// What the agent did with a turn; `None` when the turn was cancelled first.
 struct Asked {
-    answer: Option<Result<String, AgentError>>,
+    answer: Option<Result<Answer, AgentError>>,
     /// The streaming card and what the turn showed last.
     card: Option<(PostedCard, Progress)>,
 }
@@ -136,13 +140,23 @@ struct Asked {
 impl TurnRunner {
     /// A runner over the app's parts.
     pub fn new(p: RunnerParts) -> Self {
+        let handoffs = Handoffs::new(
+            p.config.clone(),
+            p.store.clone(),
+            p.identities.clone(),
+            p.outbound.clone(),
+            p.metrics.clone(),
+            p.shutdown.clone(),
+        );
         let deliverer = Deliverer::new(
             p.config.clone(),
             p.store.clone(),
             p.identities.clone(),
             p.outbound,
             p.shutdown.clone(),
+            handoffs,
         );
+        let (handed_tx, handed_rx) = mpsc::unbounded_channel();
         let gatherer = Gatherer::new(
             p.config.clone(),
             p.store.clone(),
@@ -178,7 +192,25 @@ impl TurnRunner {
             metrics: p.metrics,
             shutdown: p.shutdown,
             working: p.working,
+            handed_tx,
+            handed_rx: std::sync::Mutex::new(Some(handed_rx)),
         }
+    }
+
+    /// The handoff turns this runner's answers queued, to be submitted to the session
+    /// queues (taken once, by whoever runs the queues).
+    pub fn take_handoffs(&self) -> Option<mpsc::UnboundedReceiver<TurnJob>> {
+        self.handed_rx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
+    /// Hands a queued handoff turn over to be run here (its row is queued and owned by
+    /// this replica, so recovery runs it should this never get to it).
+    pub(super) fn hand_over(&self, job: TurnJob) {
+        tracing::info!(profile = %job.profile, turn_id = %job.turn_id, session_key = %job.session_key, "handoff turn queued");
+        let _ = self.handed_tx.send(job);
     }
 
     /// Who owns which turn.
@@ -264,6 +296,10 @@ impl TurnRunner {
                 break self.fail(&job, &TurnError::Store(e)).await;
             }
         };
+        if job.chain.is_some() && outcome == Outcome::Skipped {
+            // A handoff turn no longer queued when its time came: `/stop` cancelled it.
+            self.deliverer.handoff_cancelled();
+        }
         self.announce(&job.profile, &job.message_id, &job.turn_id, outcome);
     }
 
@@ -484,7 +520,28 @@ impl TurnRunner {
             feed_segment_ids: feed.iter().map(|s| s.segment_id).collect(),
             feed,
             earlier: within_budget(earlier, self.config.context.max_context_chars),
+            handoff_peers: self.handoff_peers(job),
         })
+    }
+
+    /// The hub's other profiles whose bots are known, when this turn's answer may hand
+    /// over (a group chat, handoffs on).
+    fn handoff_peers(&self, job: &TurnJob) -> Vec<HandoffPeer> {
+        if job.is_dm || !self.config.handoff.enabled {
+            return Vec::new();
+        }
+        self.config
+            .profiles
+            .iter()
+            .filter(|p| p.name != job.profile)
+            .filter_map(|p| {
+                let open_id = self.identities.get(&p.name)?;
+                Some(HandoffPeer {
+                    profile: p.name.clone(),
+                    open_id,
+                })
+            })
+            .collect()
     }
 
     /// The feed segments attached to the turn's session (group chats whose feed is on);
@@ -606,12 +663,29 @@ impl TurnRunner {
                 Ok(Outcome::AgentFailed)
             }
             Some(Ok(answer)) => {
+                let ask = answer
+                    .handoff
+                    .as_ref()
+                    .and_then(|h| serde_json::to_string(h).ok());
                 // Stored before it is posted: a restart delivers it instead of losing it.
                 persist(&self.shutdown, "answer", &job.turn_id, || {
-                    self.store
-                        .save_turn_output(&job.turn_id, &answer, UnixMs::now())
+                    self.store.save_turn_output(
+                        &job.turn_id,
+                        &answer.text,
+                        ask.as_deref(),
+                        UnixMs::now(),
+                    )
                 })
                 .await?;
+                let plan = self
+                    .deliverer
+                    .plan_handoff(
+                        job,
+                        &answer.text,
+                        answer.handoff.as_ref(),
+                        s.gathered.requester.as_deref(),
+                    )
+                    .await?;
                 let root_delivered =
                     matches!(s.gathered.topic_root_status, "injected" | "is_request").then(|| {
                         (
@@ -620,9 +694,13 @@ impl TurnRunner {
                             s.session.session_id.clone(),
                         )
                     });
-                self.deliverer
-                    .deliver(job, card, &answer, root_delivered)
+                let next = self
+                    .deliverer
+                    .deliver(job, card, &answer.text, root_delivered, plan.as_ref())
                     .await?;
+                if let Some(next) = next {
+                    self.hand_over(next);
+                }
                 Ok(Outcome::Answered)
             }
         }

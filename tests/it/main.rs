@@ -27,6 +27,7 @@ mod fake_openapi;
 mod feed;
 mod feed_scope;
 mod full_loop;
+mod handoffs;
 mod hygiene;
 mod inbox;
 mod layout;

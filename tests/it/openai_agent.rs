@@ -66,6 +66,7 @@ fn turn(prompt: &str, earlier: &[(&str, &str)]) -> AgentTurn {
                 output: output.to_string(),
             })
             .collect(),
+        handoff_peers: Vec::new(),
     }
 }
 
@@ -84,7 +85,8 @@ async fn earlier_turns_become_messages_before_the_prompt() {
         &[("first q", "first a"), ("second q", "second a")],
     );
     let answer = agent.run(&t, &tx).await.expect("answer");
-    assert_eq!(answer, "The answer.");
+    assert_eq!(answer.text, "The answer.");
+    assert_eq!(answer.handoff, None);
     assert!(
         rx.borrow().is_empty(),
         "a non-streamed answer publishes nothing"
@@ -159,7 +161,7 @@ async fn a_stream_publishes_the_growing_text_in_order() {
     let (answer, seen) = tokio::time::timeout(GUARD, async { tokio::join!(run, watch) })
         .await
         .expect("each chunk is published as it arrives");
-    assert_eq!(answer.expect("streamed answer"), "Hello, wörld 你好!");
+    assert_eq!(answer.expect("streamed answer").text, "Hello, wörld 你好!");
     assert_eq!(
         seen,
         vec![
@@ -194,7 +196,7 @@ async fn an_unstepped_stream_still_grows_monotonically() {
         seen
     };
     let (answer, seen) = tokio::join!(run, watch);
-    let answer = answer.expect("answer");
+    let answer = answer.expect("answer").text;
     assert_eq!(answer, "abbcccdddd");
     // The watch keeps only the latest value, so some may be skipped, but never reordered.
     assert_eq!(seen.last(), Some(&answer));

@@ -62,8 +62,20 @@ fn every_stored_vocabulary_keeps_its_spellings() {
         "not_owner",
         "empty_request",
         "recalled",
+        "handoff",
+        "handoff_cut",
     ];
     assert_eq!(Reason::SPELLINGS, reasons);
+    let handoffs = [
+        "started",
+        "refused",
+        "cut_hops",
+        "cut_pingpong",
+        "cut_budget",
+        "cancelled",
+    ];
+    assert_eq!(feishu_bridge::routing::HandoffOutcome::SPELLINGS, handoffs);
+    assert_eq!(feishu_bridge::routing::Via::SPELLINGS, ["mention", "field"]);
     let statuses = ["pending", "processing", "done", "skipped", "failed"];
     assert_eq!(InboxStatus::SPELLINGS, statuses);
     let kinds = ["command_reply", "answer", "notice", "card", "card_update"];

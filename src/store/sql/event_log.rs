@@ -225,7 +225,8 @@ const IS_RECALLED: &str = "SELECT COUNT(*) FROM recalled_messages WHERE message_
 const NAME_OF: &str = "SELECT name FROM user_names WHERE profile = $1 AND open_id = $2";
 
 const VERDICTS: &str = "\
-SELECT profile, message_id, chat_id, verdict, reason, session_key, decision_id, created_at
+SELECT profile, message_id, chat_id, verdict, reason, session_key, decision_id, created_at,
+    chain_id
 FROM routing_verdicts WHERE message_id = $1 AND ($2 IS NULL OR profile = $2) ORDER BY profile";
 
 #[async_trait]

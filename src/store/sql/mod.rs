@@ -18,6 +18,7 @@ pub(crate) mod dialect;
 pub(crate) mod digests;
 pub(crate) mod event_log;
 pub(crate) mod feed;
+pub(crate) mod handoffs;
 pub(crate) mod inbox;
 pub(crate) mod names;
 pub(crate) mod outbound;

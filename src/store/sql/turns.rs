@@ -4,6 +4,7 @@ use async_trait::async_trait;
 
 use super::{
     dialect::Dialect,
+    handoffs::write_handoff,
     store::SqlStore,
     writes::{CONSUME, insert_decision, insert_events},
 };
@@ -18,7 +19,7 @@ use crate::{
 pub(crate) const TURN_COLUMNS: &str = "id, turn_id, profile, session_key, session_id, chat_id, \
      message_id, request_text, job_json, state, decision_id, output, reply_message_id, \
      card_message_id, card_id, working_reaction_id, error, lease_owner, \
-     queued_at, started_at, answered_at, finished_at";
+     queued_at, started_at, answered_at, finished_at, chain_id, hop, handoff_json";
 
 const START: &str = "\
 UPDATE turns SET state = 'running', session_id = $2, started_at = $3, decision_id = $4
@@ -43,8 +44,8 @@ const RECORD_REACTION: &str = "UPDATE turns SET working_reaction_id = $2 WHERE t
 const CLEAR_REACTION: &str =
     "UPDATE turns SET working_reaction_id = NULL WHERE turn_id = $1 AND working_reaction_id = $2";
 
-const SAVE_OUTPUT: &str =
-    "UPDATE turns SET output = $2, answered_at = $3 WHERE turn_id = $1 AND state = 'running'";
+const SAVE_OUTPUT: &str = "UPDATE turns SET output = $2, answered_at = $3, handoff_json = $4 \
+     WHERE turn_id = $1 AND state = 'running'";
 
 const TOPIC_ROOT_DELIVERED: &str = "\
 UPDATE sessions SET topic_root_prompt_delivered = TRUE
@@ -136,12 +137,14 @@ impl<DB: Dialect> TurnStore for SqlStore<DB> {
         &self,
         turn_id: &str,
         output: &str,
+        handoff_json: Option<&str>,
         now: UnixMs,
     ) -> Result<(), StoreError> {
         let query = sqlx::query(SAVE_OUTPUT)
             .bind(turn_id)
             .bind(output)
-            .bind(now);
+            .bind(now)
+            .bind(handoff_json);
         self.execute(query).await.map(drop)
     }
 
@@ -172,12 +175,19 @@ impl<DB: Dialect> TurnStore for SqlStore<DB> {
                     .execute(&mut *tx)
                     .await?;
             }
-            sqlx::query(SUCCEED)
+            let succeeded = sqlx::query(SUCCEED)
                 .bind(&c.turn_id)
                 .bind(&c.reply_message_id)
                 .bind(c.now)
                 .execute(&mut *tx)
                 .await?;
+            if let Some(h) = c
+                .handoff
+                .as_ref()
+                .filter(|_| DB::rows_affected(&succeeded) == 1)
+            {
+                write_handoff(&mut tx, h).await?;
+            }
             tx.commit().await
         })
         .await

@@ -92,7 +92,7 @@ async fn nul_text(s: Arc<dyn Store>) -> Vec<bool> {
         ..record("a", "om_out", AgentOutput)
     };
     vec![
-        s.save_turn_output("t1", "a\u{0}b", UnixMs(500))
+        s.save_turn_output("t1", "a\u{0}b", None, UnixMs(500))
             .await
             .is_ok(),
         s.record_outbound(&reply("a", "a\u{0}b", 100)).await.is_ok(),

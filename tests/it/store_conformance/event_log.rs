@@ -200,6 +200,7 @@ async fn routing_again(db: TestDb) {
         session_key: Some(KEY.into()),
         decision_id: None,
         created_at: UnixMs(10),
+        chain_id: None,
     };
     assert_eq!(verdicts(&*s, "om_t1", None).await, [stands]);
     assert_eq!(message_events(&*s, "om_t1").await.len(), 1);

@@ -278,6 +278,7 @@ fn completion(
         reply_message_id: reply,
         topic_root_delivered: topic_root_delivered
             .map(|(p, k, id)| (p.to_string(), k.to_string(), id.to_string())),
+        handoff: None,
         now: UnixMs(600),
     }
 }

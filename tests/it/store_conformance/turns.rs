@@ -51,7 +51,7 @@ async fn answered(s: &dyn Store, profile: &str, key: &str, turn_id: &str, sessio
     queue(s, turn(profile, key, turn_id)).await;
     start(s, turn_id, session_id).await.expect("started");
     let answer = format!("answer to {turn_id}");
-    s.save_turn_output(turn_id, &answer, UnixMs(500))
+    s.save_turn_output(turn_id, &answer, None, UnixMs(500))
         .await
         .expect("output");
     s.complete_turn(&completion(profile, turn_id, None))
@@ -89,6 +89,9 @@ async fn queued_then_started(db: TestDb) {
         started_at: None,
         answered_at: None,
         finished_at: None,
+        chain_id: None,
+        hop: None,
+        handoff_json: None,
     };
     assert_eq!(queued, expected);
     assert_eq!(counts(&*s).await, (1, 0));
@@ -233,7 +236,7 @@ async fn ends_once(db: TestDb) {
         start(&*s, "t1", "sid-1").await.is_none(),
         "a cancelled turn never starts"
     );
-    s.save_turn_output("t2", "too late", UnixMs(600))
+    s.save_turn_output("t2", "too late", None, UnixMs(600))
         .await
         .expect("output");
     let t2 = read(&*s, "t2").await;
@@ -261,10 +264,10 @@ async fn answer_then_complete(db: TestDb) {
     s.set_turn_card("nope", "om_card", None)
         .await
         .expect("no such turn");
-    s.save_turn_output("t1", "the answer", UnixMs(500))
+    s.save_turn_output("t1", "the answer", None, UnixMs(500))
         .await
         .expect("output");
-    s.save_turn_output("t2", "early", UnixMs(500))
+    s.save_turn_output("t2", "early", None, UnixMs(500))
         .await
         .expect("output");
     let t1 = read(&*s, "t1").await;

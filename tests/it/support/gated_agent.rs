@@ -38,8 +38,12 @@ pub fn sign(id: &str, ts: &str, body: &str) -> String {
     format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
 }
 
+/// What the agent answers a turn (its body): the JSON of its `200` answer.
+type Reply = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
+
 struct Shared {
     turns: mpsc::UnboundedSender<Value>,
+    reply: Reply,
     answers: mpsc::UnboundedSender<Delivered>,
     permits: Arc<Semaphore>,
     /// Answers still to refuse with 503.
@@ -104,6 +108,16 @@ pub struct GatedAgent {
 impl GatedAgent {
     /// Starts it; it answers `answer: <request_text>` once released.
     pub async fn start() -> Self {
+        Self::answering(|body| {
+            let request = body["request_text"].as_str().unwrap_or_default();
+            json!({"output": format!("answer: {request}")})
+        })
+        .await
+    }
+
+    /// Starts it; once released, it answers each turn with the JSON `reply` makes of
+    /// the turn's body (`{"output": …}`, and a `handoff` when it hands over).
+    pub async fn answering(reply: impl Fn(&Value) -> Value + Send + Sync + 'static) -> Self {
         let (tx, turns) = mpsc::unbounded_channel();
         let (answers_tx, answers) = mpsc::unbounded_channel();
         let permits = Arc::new(Semaphore::new(0));
@@ -111,6 +125,7 @@ impl GatedAgent {
         let attempts = Arc::new(AtomicUsize::new(0));
         let shared = Arc::new(Shared {
             turns: tx,
+            reply: Arc::new(reply),
             answers: answers_tx,
             permits: permits.clone(),
             failing: failing.clone(),
@@ -149,8 +164,7 @@ impl GatedAgent {
             if let Ok(permit) = s.permits.acquire().await {
                 permit.forget();
             }
-            let request = body["request_text"].as_str().unwrap_or_default();
-            Json(json!({"output": format!("answer: {request}")})).into_response()
+            Json((s.reply)(&body)).into_response()
         }
         let app = Router::new().route("/turn", post(turn)).with_state(shared);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
