@@ -32,6 +32,23 @@ pub struct ContextItem {
     pub truncated: bool,
 }
 
+/// One image or file a webhook agent can read through a signed URL.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct MediaLink {
+    /// `image`, `text_file` or `file`.
+    pub item_type: String,
+    /// The message it came from.
+    pub message_id: String,
+    /// The file's name (`image` for an image).
+    pub name: String,
+    /// Its size in bytes, when known.
+    pub size: Option<u64>,
+    /// `GET` it (an absolute URL with `media.public_url`, else a path on the bridge).
+    pub url: String,
+    /// Unix seconds after which the URL is refused.
+    pub expires_at: i64,
+}
+
 /// One batched-feed segment attached to a turn's session: background from the group
 /// chat that nobody asked the agent about.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -105,6 +122,13 @@ pub struct AgentTurn {
     /// conversation; the webhook body does not carry them).
     #[serde(skip)]
     pub earlier: Vec<PastTurn>,
+    /// The images and files the turn's messages carry, as signed URLs the bridge serves
+    /// (`GET /media/{token}`); empty for a profile without an agent secret.
+    pub media: Vec<MediaLink>,
+    /// The images handed over inline, `(MIME type, bytes)` (an OpenAI-compatible model
+    /// gets them as `image_url` data URLs; the webhook body carries `media` instead).
+    #[serde(skip)]
+    pub images: Vec<(String, Vec<u8>)>,
 }
 
 /// One earlier turn of the same session: what was asked and what the agent answered.
@@ -390,6 +414,8 @@ pub(crate) fn sample_turn(prompt: &str) -> AgentTurn {
         feed_segment_ids: Vec::new(),
         feed: Vec::new(),
         earlier: Vec::new(),
+        media: Vec::new(),
+        images: Vec::new(),
     }
 }
 

@@ -15,6 +15,7 @@ mod limits;
 mod listen;
 mod load;
 mod long_connection;
+mod media;
 mod names;
 mod places;
 mod problems;
@@ -31,6 +32,7 @@ pub use egress::{Egress, Route};
 pub use error::{ConfigError, ConfigErrors, Location};
 pub use feed::FeedConfig;
 pub use load::{ConfigSource, default_path, load, load_from_str};
+pub use media::{FEISHU_IMAGE_MAX_BYTES, MediaConfig};
 pub use names::NamesConfig;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -56,6 +58,8 @@ pub struct Config {
     pub digest: DigestConfig,
     /// Display names of senders and chats.
     pub names: NamesConfig,
+    /// What a turn fetches of the images, files, bundles and docs its messages carry.
+    pub media: MediaConfig,
     /// Feishu bot profiles: one per app.
     pub profiles: Vec<Profile>,
     /// Group chats configured for the hub.

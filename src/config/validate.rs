@@ -18,6 +18,7 @@ pub(super) fn validate(config: &Config, out: &mut Problems) {
     database(&config.database, out);
     worker(&config.worker, out);
     feed(&config.feed, out);
+    super::media::validate(&config.media, out);
     out.require(config.names.ttl_secs > 0, "names.ttl_secs", || {
         "must be at least 1".into()
     });

@@ -15,6 +15,7 @@ pub mod directory;
 mod error;
 pub mod fit;
 pub mod identity;
+pub mod media;
 pub mod outbound;
 pub mod reactions;
 mod read;

@@ -21,6 +21,7 @@ mod event_log;
 mod feed;
 mod hygiene;
 mod inbox;
+mod media;
 mod names;
 mod outbound;
 mod pg_tls;
@@ -59,6 +60,7 @@ pub use inbox::{
     ClaimLimits, Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore,
     InsertOutcome, MAX_ID_BYTES, NewInboxEvent, ProfileBacklog,
 };
+pub use media::{AttachmentRow, MediaStore, NewAttachment};
 pub use names::{CachedName, NameKind, NamesStore};
 pub use outbound::{NewOutbound, OutboundRow, OutboundStore, ReplyKind};
 pub use postgres::PgStore;
@@ -208,6 +210,7 @@ pub trait Store:
     + FeedStore
     + DigestStore
     + NamesStore
+    + MediaStore
 {
 }
 
@@ -226,6 +229,7 @@ impl<T> Store for T where
         + FeedStore
         + DigestStore
         + NamesStore
+        + MediaStore
 {
 }
 

@@ -66,6 +66,8 @@ fn turn(prompt: &str, earlier: &[(&str, &str)]) -> AgentTurn {
                 output: output.to_string(),
             })
             .collect(),
+        media: Vec::new(),
+        images: Vec::new(),
     }
 }
 
