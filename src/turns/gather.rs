@@ -377,7 +377,7 @@ impl Gatherer {
             return;
         };
         let mut said: Vec<&Selected> = g.selected().collect();
-        said.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        said.sort_by_key(|s| std::cmp::Reverse(s.created_at));
         let mut ids = vec![job.message_id.clone()];
         for s in said {
             if !ids.contains(&s.message_id) {

@@ -51,13 +51,20 @@ pub struct Uploaded {
     pub key: String,
 }
 
+/// A stored resource: `image` or `file`, its content type, its bytes.
+type Resource = (String, String, Vec<u8>);
+/// A bundle's child: sender open_id, msg_type, content.
+type Child = (String, String, Value);
+/// A multipart part: field name, filename, bytes.
+type FormPart = (String, Option<String>, Vec<u8>);
+
 /// What the fake serves of media, and what it was sent.
 #[derive(Default)]
 pub struct Media {
     /// (message id, key) → (`image` or `file`, content type, bytes).
-    resources: Mutex<HashMap<(String, String), (String, String, Vec<u8>)>>,
+    resources: Mutex<HashMap<(String, String), Resource>>,
     /// A bundle's id → its children: (sender open_id, msg_type, content).
-    bundles: Mutex<HashMap<String, Vec<(String, String, Value)>>>,
+    bundles: Mutex<HashMap<String, Vec<Child>>>,
     /// docx document id → its text.
     docs: Mutex<HashMap<String, String>>,
     /// wiki node token → (obj_type, obj_token, title).
@@ -365,7 +372,7 @@ async fn upload(
 
 /// The parts of a multipart body: (field name, filename, bytes). `None` when the body
 /// is not `multipart/form-data` as Feishu expects it.
-fn form_parts(headers: &HeaderMap, raw: &[u8]) -> Option<Vec<(String, Option<String>, Vec<u8>)>> {
+fn form_parts(headers: &HeaderMap, raw: &[u8]) -> Option<Vec<FormPart>> {
     let ct = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
     let boundary = ct.split("boundary=").nth(1)?.trim_matches('"');
     let delimiter = format!("--{boundary}");
