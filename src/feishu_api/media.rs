@@ -339,21 +339,28 @@ impl FeishuClient {
                 .as_deref()
                 .is_some_and(|t| t.starts_with("application/json"));
             if json || !status.is_success() {
-                let body = match read_capped(resp, 64 * 1024).await {
-                    Ok(f) => f.bytes,
+                // An Open API answer (a refusal, an upload's keys), or a resource that
+                // happens to be JSON: read enough to tell.
+                let limit = if status.is_success() {
+                    cap.max(64 * 1024)
+                } else {
+                    64 * 1024
+                };
+                let mut got = match read_capped(resp, limit).await {
+                    Ok(f) => f,
                     Err(e) => {
                         last = Some(OpenApiError::transport(endpoint, e));
                         continue;
                     }
                 };
-                match refusal(endpoint, status, &body) {
+                match refusal(endpoint, status, &got.bytes) {
                     None => {
-                        return Ok(Fetched {
-                            size: Some(body.len() as u64),
-                            bytes: body,
-                            content_type,
-                            cut: false,
-                        });
+                        if got.bytes.len() > cap {
+                            got.bytes.truncate(cap);
+                            got.cut = true;
+                        }
+                        got.content_type = content_type;
+                        return Ok(got);
                     }
                     Some(Refused::Retry(e)) => {
                         if e.is(&TOKEN_INVALID) {
@@ -404,6 +411,10 @@ fn refusal(endpoint: &'static str, status: reqwest::StatusCode, body: &[u8]) -> 
         msg: String,
     }
     let coded: Option<Coded> = serde_json::from_slice(body).ok();
+    if coded.is_none() && status.is_success() {
+        // No Open API code: the resource itself (a `.json` file, say).
+        return None;
+    }
     let Some(coded) = coded else {
         let e = OpenApiError::Status {
             endpoint,
@@ -514,5 +525,7 @@ mod tests {
             refusal("e", reqwest::StatusCode::BAD_GATEWAY, b"<html>"),
             Some(Refused::Retry(_))
         ));
+        // A JSON file downloaded is not an answer.
+        assert!(refusal("e", reqwest::StatusCode::OK, br#"{"level":"error"}"#).is_none());
     }
 }

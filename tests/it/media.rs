@@ -7,6 +7,7 @@
 //! Open API's resources, bundles and docs.
 
 mod attachments;
+mod fake_rules;
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};

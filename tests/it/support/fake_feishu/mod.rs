@@ -48,7 +48,7 @@ pub use limits::{
     APP_PER_MIN, APP_PER_SEC, CARD_MAX_BYTES, CARDKIT_OPS_PER_SEC_PER_CARD,
     PATCH_PER_SEC_PER_MESSAGE, SlidingWindow, TEXT_MAX_BYTES,
 };
-pub use media::{IMAGE_MAX_BYTES, Media};
+pub use media::{FILE_MAX_BYTES, IMAGE_MAX_BYTES, Media};
 pub use mentions::tags_in as mention_tags;
 pub use reactions::{REACTIONS_SCOPE, ReactionOp, Reactions, is_reaction_endpoint};
 use serde_json::Value;
