@@ -8,15 +8,15 @@
 
 use axum::{
     Json,
-    body::Bytes,
-    extract::{State, rejection::BytesRejection},
+    body::Body,
+    extract::State,
     http::{HeaderMap, StatusCode},
 };
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
-use super::{ApiError, AppState, ErrorBody, agent_callback::authenticate, extract::Path};
+use super::{ApiError, AppState, ErrorBody, agent_callback::verify_signature, extract::Path};
 use crate::{
     config::FEISHU_IMAGE_MAX_BYTES,
     feishu_api::{
@@ -103,9 +103,17 @@ pub async fn post(
     State(app): State<AppState>,
     Path((profile, turn_id)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Json<AttachmentBody>, ApiError> {
-    let body = authenticate(&app, &profile, &headers, body)?;
+    if app.config.profile(&profile).is_none() {
+        return Err(ApiError::UnknownProfile(profile));
+    }
+    // Read here, up to Feishu's file limit and its frame, rather than within
+    // `server.max_body_bytes` as every other body.
+    let body = axum::body::to_bytes(body, BODY_MAX_BYTES)
+        .await
+        .map_err(|_| ApiError::PayloadTooLarge(BODY_MAX_BYTES))?;
+    verify_signature(&app, &profile, &headers, &body)?;
     let turn = app
         .store
         .turn(&turn_id)

@@ -32,12 +32,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(explain::explain))
         .routes(routes!(agent_callback::output))
         .routes(routes!(turn_events::post))
-        .merge(
-            // An attachment is bigger than any other body: up to Feishu's file limit.
-            OpenApiRouter::new()
-                .routes(routes!(attachments::post))
-                .layer(DefaultBodyLimit::max(attachments::BODY_MAX_BYTES)),
-        )
+        .routes(routes!(attachments::post))
         .routes(routes!(media::get))
         .routes(routes!(asks::get))
         .routes(routes!(turns::list))
