@@ -162,7 +162,7 @@ impl Fetcher<'_> {
         Ok(MediaItem {
             item_type: t,
             message_id: message_id.to_string(),
-            text: format!("an image ({mime}, {size} bytes), attached"),
+            text: format!("an image ({mime}, {size} bytes)"),
             label,
             truncated: false,
             key: Some(key.to_string()),

@@ -251,6 +251,28 @@ async fn image_budgets(db: TestDb) {
     assert_eq!(fetched, 3);
     let text = text_of(&content);
     assert!(text.contains("not included (too_many_images"), "{text}");
+    // The readable report shows the media and what was left out.
+    let report = app
+        .client
+        .get(format!("{}/explain/om_many?profile=planner", app.base))
+        .bearer_auth(crate::support::ADMIN)
+        .header("accept", "text/plain")
+        .send()
+        .await
+        .expect("sent")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        report.contains(
+            "media        images=2 text_files=0 files=0 bundles=0 docs=0 chars=0 skipped=2"
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains("  skipped    image image: too_large (5008 bytes"),
+        "{report}"
+    );
     app.stop().await.expect("clean stop");
 }
 both_backends!(
