@@ -5,15 +5,11 @@
 //! (`POST im/v1/images`, `POST im/v1/files`). Every call spends from the app's budget;
 //! binary answers are read only up to a cap.
 
-use secrecy::ExposeSecret;
 use serde::Deserialize;
 
+pub use super::raw::{Answered, Fetched};
 use super::{
-    FeishuClient, OpenApiError,
-    budget::Urgency,
-    call::Call,
-    codes::{self, RATE_LIMITED, TOKEN_INVALID},
-    error::decode,
+    FeishuClient, OpenApiError, budget::Urgency, call::Call, error::decode, raw::multipart,
 };
 
 const RESOURCE_ENDPOINT: &str = "GET /open-apis/im/v1/messages/{message_id}/resources/{file_key}";
@@ -22,22 +18,6 @@ const WIKI_NODE_ENDPOINT: &str = "GET /open-apis/wiki/v2/spaces/get_node";
 const DOCX_RAW_ENDPOINT: &str = "GET /open-apis/docx/v1/documents/{document_id}/raw_content";
 const IMAGE_UPLOAD_ENDPOINT: &str = "POST /open-apis/im/v1/images";
 const FILE_UPLOAD_ENDPOINT: &str = "POST /open-apis/im/v1/files";
-
-/// Attempts of one binary call (transport failures, server errors, a stale token).
-const RAW_ATTEMPTS: u32 = 3;
-
-/// Bytes read back from the Open API.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fetched {
-    /// The bytes, at most the cap asked for.
-    pub bytes: Vec<u8>,
-    /// The answer's `Content-Type`.
-    pub content_type: Option<String>,
-    /// The whole size, when the answer said it (`Content-Length`) or it was read whole.
-    pub size: Option<u64>,
-    /// More bytes followed than the cap let in.
-    pub cut: bool,
-}
 
 /// One message of a forwarded bundle.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,15 +157,27 @@ impl FeishuClient {
         kind: &str,
         cap: usize,
     ) -> Result<Fetched, OpenApiError> {
+        self.resource_answer(message_id, key, kind, cap)
+            .await?
+            .read(RESOURCE_ENDPOINT, cap)
+            .await
+    }
+
+    /// A message resource's answer, to be read as it arrives (a binary answer is handed
+    /// over unread; one that is JSON is read up to `cap`).
+    pub async fn resource_answer(
+        &self,
+        message_id: &str,
+        key: &str,
+        kind: &str,
+        cap: usize,
+    ) -> Result<Answered, OpenApiError> {
         let url = format!(
             "{}/open-apis/im/v1/messages/{message_id}/resources/{key}",
             self.base
         );
-        let kind = kind.to_string();
         self.raw(RESOURCE_ENDPOINT, cap, move |http, token| {
-            http.get(&url)
-                .bearer_auth(token)
-                .query(&[("type", kind.as_str())])
+            http.get(&url).bearer_auth(token).query(&[("type", kind)])
         })
         .await
     }
@@ -291,6 +283,8 @@ impl FeishuClient {
                     .header(reqwest::header::CONTENT_TYPE, &content_type)
                     .body(body.clone())
             })
+            .await?
+            .read(endpoint, 64 * 1024)
             .await?;
         let decoded: UploadAnswer = decode(endpoint, &answer.bytes)?;
         decoded
@@ -301,231 +295,5 @@ impl FeishuClient {
                 endpoint,
                 missing: "data.image_key or data.file_key",
             })
-    }
-
-    /// One call whose success may be bytes rather than JSON: room from the budget, the
-    /// tenant token, a few attempts for transport failures, server errors and a stale
-    /// token; a rate limit waits what Feishu says (at most 30 s) within those attempts.
-    async fn raw(
-        &self,
-        endpoint: &'static str,
-        cap: usize,
-        make: impl Fn(&reqwest::Client, &str) -> reqwest::RequestBuilder,
-    ) -> Result<Fetched, OpenApiError> {
-        let mut last = None;
-        for attempt in 0..RAW_ATTEMPTS {
-            if attempt > 0 {
-                let wait = std::time::Duration::from_millis(300 << attempt);
-                tokio::time::sleep(wait).await;
-            }
-            let token = self.tenant_token().await?;
-            if !self.budget.take(Urgency::Required).await {
-                return Err(OpenApiError::Deferred);
-            }
-            let resp = match make(&self.http, token.expose_secret()).send().await {
-                Ok(r) => r,
-                Err(e) => {
-                    last = Some(OpenApiError::transport(endpoint, e));
-                    continue;
-                }
-            };
-            let status = resp.status();
-            let content_type = resp
-                .headers()
-                .get(reqwest::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            let json = content_type
-                .as_deref()
-                .is_some_and(|t| t.starts_with("application/json"));
-            if json || !status.is_success() {
-                // An Open API answer (a refusal, an upload's keys), or a resource that
-                // happens to be JSON: read enough to tell.
-                let limit = if status.is_success() {
-                    cap.max(64 * 1024)
-                } else {
-                    64 * 1024
-                };
-                let mut got = match read_capped(resp, limit).await {
-                    Ok(f) => f,
-                    Err(e) => {
-                        last = Some(OpenApiError::transport(endpoint, e));
-                        continue;
-                    }
-                };
-                match refusal(endpoint, status, &got.bytes) {
-                    None => {
-                        if got.bytes.len() > cap {
-                            got.bytes.truncate(cap);
-                            got.cut = true;
-                        }
-                        got.content_type = content_type;
-                        return Ok(got);
-                    }
-                    Some(Refused::Retry(e)) => {
-                        if e.is(&TOKEN_INVALID) {
-                            self.forget_token();
-                        }
-                        if let OpenApiError::RateLimited {
-                            reset: Some(reset), ..
-                        } = &e
-                        {
-                            tokio::time::sleep((*reset).min(std::time::Duration::from_secs(30)))
-                                .await;
-                        }
-                        last = Some(e);
-                        continue;
-                    }
-                    Some(Refused::Final(e)) => return Err(e),
-                }
-            }
-            return match read_capped(resp, cap).await {
-                Ok(mut f) => {
-                    f.content_type = content_type;
-                    Ok(f)
-                }
-                Err(e) => Err(OpenApiError::transport(endpoint, e)),
-            };
-        }
-        Err(last.unwrap_or(OpenApiError::Status {
-            endpoint,
-            status: 503,
-        }))
-    }
-}
-
-/// Why a non-binary answer is no success.
-enum Refused {
-    /// Another attempt may do better.
-    Retry(OpenApiError),
-    /// It will not.
-    Final(OpenApiError),
-}
-
-/// Sorts out an answer that is JSON or an error status; `None` for a code-0 success.
-fn refusal(endpoint: &'static str, status: reqwest::StatusCode, body: &[u8]) -> Option<Refused> {
-    #[derive(Deserialize)]
-    struct Coded {
-        code: i64,
-        #[serde(default)]
-        msg: String,
-    }
-    let coded: Option<Coded> = serde_json::from_slice(body).ok();
-    if coded.is_none() && status.is_success() {
-        // No Open API code: the resource itself (a `.json` file, say).
-        return None;
-    }
-    let Some(coded) = coded else {
-        let e = OpenApiError::Status {
-            endpoint,
-            status: status.as_u16(),
-        };
-        return Some(if status.is_server_error() {
-            Refused::Retry(e)
-        } else {
-            Refused::Final(e)
-        });
-    };
-    if coded.code == 0 && status.is_success() {
-        return None;
-    }
-    if status.as_u16() == 429 || codes::is(&RATE_LIMITED, coded.code) {
-        return Some(Refused::Retry(OpenApiError::RateLimited {
-            code: coded.code,
-            reset: Some(std::time::Duration::from_secs(1)),
-        }));
-    }
-    let e = OpenApiError::Api {
-        code: coded.code,
-        msg: coded.msg,
-    };
-    if codes::is(&TOKEN_INVALID, coded.code) || status.is_server_error() {
-        Some(Refused::Retry(e))
-    } else {
-        Some(Refused::Final(e))
-    }
-}
-
-/// Reads at most `cap` bytes of an answer, noting whether more followed.
-async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Fetched, reqwest::Error> {
-    let size = resp.content_length();
-    let mut bytes = Vec::new();
-    let mut cut = false;
-    while let Some(chunk) = resp.chunk().await? {
-        let room = cap.saturating_sub(bytes.len());
-        if chunk.len() > room {
-            bytes.extend_from_slice(&chunk[..room]);
-            cut = true;
-            break;
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(Fetched {
-        size: size.or((!cut).then_some(bytes.len() as u64)),
-        bytes,
-        content_type: None,
-        cut,
-    })
-}
-
-/// A `multipart/form-data` body: the text fields, then the file.
-fn multipart(boundary: &str, fields: &[(&str, String)], file: (&str, &str, &[u8])) -> Vec<u8> {
-    let mut body = Vec::with_capacity(file.2.len() + 512);
-    for (name, value) in fields {
-        body.extend_from_slice(
-            format!(
-                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
-            )
-            .as_bytes(),
-        );
-    }
-    let (field, name, bytes) = file;
-    let name = name.replace(['"', '\r', '\n'], "_");
-    body.extend_from_slice(
-        format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"; filename=\"{name}\"\r\n\
-             Content-Type: application/octet-stream\r\n\r\n"
-        )
-        .as_bytes(),
-    );
-    body.extend_from_slice(bytes);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    body
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_multipart_body_has_its_fields_then_its_file() {
-        let body = multipart(
-            "B",
-            &[("image_type", "message".into())],
-            ("image", "a\"b.png", b"PNG"),
-        );
-        let text = String::from_utf8_lossy(&body);
-        assert!(text.starts_with(
-            "--B\r\nContent-Disposition: form-data; name=\"image_type\"\r\n\r\nmessage\r\n"
-        ));
-        assert!(text.contains("filename=\"a_b.png\""), "{text}");
-        assert!(text.ends_with("PNG\r\n--B--\r\n"), "{text}");
-    }
-
-    #[test]
-    fn refusals_are_sorted_by_code() {
-        let ok = br#"{"code":0,"msg":"ok"}"#;
-        assert!(refusal("e", reqwest::StatusCode::OK, ok).is_none());
-        let gone = br#"{"code":234003,"msg":"File not in msg."}"#;
-        assert!(matches!(
-            refusal("e", reqwest::StatusCode::BAD_REQUEST, gone),
-            Some(Refused::Final(OpenApiError::Api { code: 234003, .. }))
-        ));
-        assert!(matches!(
-            refusal("e", reqwest::StatusCode::BAD_GATEWAY, b"<html>"),
-            Some(Refused::Retry(_))
-        ));
-        // A JSON file downloaded is not an answer.
-        assert!(refusal("e", reqwest::StatusCode::OK, br#"{"level":"error"}"#).is_none());
     }
 }

@@ -17,6 +17,7 @@ pub mod fit;
 pub mod identity;
 pub mod media;
 pub mod outbound;
+mod raw;
 pub mod reactions;
 mod read;
 pub mod reply;

@@ -201,6 +201,65 @@ both_backends!(
     image_to_webhook
 );
 
+async fn file_to_webhook(db: TestDb) {
+    let fake = FakeFeishu::planner().await;
+    let mut agent = GatedAgent::start().await;
+    let text = config_toml(
+        &db,
+        &format!(
+            "{}{}[media]\nmax_file_chars = 100\n",
+            fake.profile_keys(),
+            agent.config()
+        ),
+    );
+    let app = TestApp::spawn(config(&text)).await;
+    let log: Vec<u8> = (0..2000).map(|i| b"abcdefghij\n"[i % 11]).collect();
+    fake.state.media.file("om_f", "file_f", log.clone());
+    let msg = Msg::dm("om_f", "").typed(
+        "file",
+        json!({"file_key": "file_f", "file_name": "run.log"}),
+    );
+    let a = app.event(&Signer::default().deliver(&msg)).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    let turn = agent.next().await;
+    let items = turn["context_items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let inlined = items
+        .iter()
+        .find(|i| i["item_type"] == "text_file")
+        .expect("inlined");
+    assert_eq!(
+        (
+            inlined["author_label"].as_str(),
+            inlined["truncated"].as_bool()
+        ),
+        (Some("run.log"), Some(true))
+    );
+    assert_eq!(
+        inlined["text"].as_str().map(|t| t.chars().count()),
+        Some(100)
+    );
+    // The whole file, streamed from Feishu through the bridge.
+    let url = turn["media"][0]["url"].as_str().expect("a URL").to_string();
+    let got = app
+        .client
+        .get(format!("{}{url}", app.base))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.bytes().await.expect("body").to_vec(), log);
+    agent.open();
+    app.turn_ended("om_f").await;
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    a_file_reaches_a_webhook_agent_inlined_and_by_url,
+    file_to_webhook
+);
+
 async fn image_budgets(db: TestDb) {
     let fake = FakeFeishu::planner().await;
     let llm = FakeOpenAi::start(vec!["ok".into()]).await;
