@@ -53,8 +53,9 @@ pub struct Skipped {
     pub detail: String,
 }
 
-/// What a turn fetched, in a fixed order: the request's message first, then the
-/// selected context's messages, newest first; within a message, as it carried them.
+/// What a turn fetched, in a fixed order: the request's message first, the message it
+/// quotes, then the selected context's messages, newest first; within a message, as it
+/// carried them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Media {
     pub items: Vec<MediaItem>,

@@ -366,9 +366,9 @@ impl Gatherer {
         Ok(g)
     }
 
-    /// Fetches what the request and the selected items' messages carry (the request's
-    /// first, then the newest items'), within the `[media]` budgets; what cannot be had
-    /// is recorded with its reason and the turn goes on.
+    /// Fetches what the request, the message it quotes and the selected items' messages
+    /// carry (in that order, the newest items' first), within the `[media]` budgets; what
+    /// cannot be had is recorded with its reason and the turn goes on.
     pub(super) async fn media(&self, job: &TurnJob, g: &mut Gathered) {
         if !self.config.media.enabled {
             return;
@@ -379,6 +379,10 @@ impl Gatherer {
         let mut said: Vec<&Selected> = g.selected().collect();
         said.sort_by_key(|s| std::cmp::Reverse(s.created_at));
         let mut ids = vec![job.message_id.clone()];
+        // The message the request quotes ("what is in this screenshot?") comes next.
+        if let Some(quoted) = job.quoted_message_id().filter(|_| g.quoted.is_some()) {
+            ids.push(quoted.to_string());
+        }
         for s in said {
             if !ids.contains(&s.message_id) {
                 ids.push(s.message_id.clone());

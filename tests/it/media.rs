@@ -133,6 +133,12 @@ async fn image_to_openai(db: TestDb) {
         .collect();
     assert_eq!(types, ["image"], "{d}");
     assert_eq!(d["diagnostics"]["media"]["images"], 1, "{d}");
+
+    // Asked about it later, quoting it: the quoted message's image comes along.
+    let ask = Msg::dm("om_what", "what is in it?").quoting("om_shot");
+    assert_eq!(app.ask(&ask).await, "answered");
+    let content = prompt_of(&llm, 2).await;
+    assert_eq!(images_of(&content).len(), 1, "{content}");
     app.stop().await.expect("clean stop");
 }
 both_backends!(an_image_reaches_an_openai_compatible_model, image_to_openai);
