@@ -8,7 +8,8 @@
 //! ([`turns`]), which hand prompts to [`agent`]s and post answers through
 //! [`feishu_api`]. [`longconn`] is Feishu's long connection, the WebSocket alternative
 //! to the event URL. Once a day the [`digest`] summarizes each session and starts it
-//! afresh. [`names`] looks up who said it and where. [`app`] assembles and serves it all; [`config`],
+//! afresh. [`names`] looks up who said it and where; [`media`] fetches what messages
+//! carry (images, files, bundles, docs) for a turn and reads what agents send back. [`app`] assembles and serves it all; [`config`],
 //! [`telemetry`] and [`redact`] sit beneath; [`ops`] holds the one-shot commands of the
 //! CLI.
 
@@ -24,6 +25,7 @@ pub mod feishu_api;
 pub mod http;
 pub mod inbox;
 pub mod longconn;
+pub mod media;
 pub mod names;
 pub mod ops;
 pub mod protocol;

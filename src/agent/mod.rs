@@ -73,6 +73,23 @@ pub struct ContextItem {
     pub truncated: bool,
 }
 
+/// One image or file a webhook agent can read through a signed URL.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct MediaLink {
+    /// `image`, `text_file` or `file`.
+    pub item_type: String,
+    /// The message it came from.
+    pub message_id: String,
+    /// The file's name (`image` for an image).
+    pub name: String,
+    /// Its size in bytes, when known.
+    pub size: Option<u64>,
+    /// `GET` it (an absolute URL with `media.public_url`, else a path on the bridge).
+    pub url: String,
+    /// Unix seconds after which the URL is refused.
+    pub expires_at: i64,
+}
+
 /// One batched-feed segment attached to a turn's session: background from the group
 /// chat that nobody asked the agent about.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -150,6 +167,13 @@ pub struct AgentTurn {
     /// left out of the body when there are none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub handoff_peers: Vec<HandoffPeer>,
+    /// The images and files the turn's messages carry, as signed URLs the bridge serves
+    /// (`GET /media/{token}`); empty for a profile without an agent secret.
+    pub media: Vec<MediaLink>,
+    /// The images handed over inline, `(MIME type, bytes)` (an OpenAI-compatible model
+    /// gets them as `image_url` data URLs; the webhook body carries `media` instead).
+    #[serde(skip)]
+    pub images: Vec<(String, Vec<u8>)>,
 }
 
 /// One earlier turn of the same session: what was asked and what the agent answered.
@@ -436,6 +460,8 @@ pub(crate) fn sample_turn(prompt: &str) -> AgentTurn {
         feed: Vec::new(),
         earlier: Vec::new(),
         handoff_peers: Vec::new(),
+        media: Vec::new(),
+        images: Vec::new(),
     }
 }
 

@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use base64::{Engine, engine::general_purpose::STANDARD};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 use serde_json::Value;
@@ -49,11 +50,31 @@ pub struct OpenAiAgent {
     pub show_thinking: bool,
 }
 
-/// One chat message of the request.
-#[derive(Serialize)]
+/// One chat message of the request: its text, and the images that go with it (the
+/// turn's own message only), which make its content a list of parts.
 struct Message<'a> {
     role: &'static str,
     content: &'a str,
+    images: &'a [(String, Vec<u8>)],
+}
+
+impl Serialize for Message<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("role", self.role)?;
+        if self.images.is_empty() {
+            m.serialize_entry("content", self.content)?;
+        } else {
+            let mut parts = vec![serde_json::json!({"type": "text", "text": self.content})];
+            parts.extend(self.images.iter().map(|(mime, bytes)| {
+                let url = format!("data:{mime};base64,{}", STANDARD.encode(bytes));
+                serde_json::json!({"type": "image_url", "image_url": {"url": url}})
+            }));
+            m.serialize_entry("content", &parts)?;
+        }
+        m.end()
+    }
 }
 
 /// The request body.
@@ -74,25 +95,30 @@ fn messages(turn: &AgentTurn) -> Vec<Message<'_>> {
         out.extend(past.feed.iter().map(|text| Message {
             role: "user",
             content: text,
+            images: &[],
         }));
         out.push(Message {
             role: "user",
             content: &past.request,
+            images: &[],
         });
         out.push(Message {
             role: "assistant",
             content: &past.output,
+            images: &[],
         });
     }
     for segment in &turn.feed {
         out.push(Message {
             role: "user",
             content: &segment.text,
+            images: &[],
         });
     }
     out.push(Message {
         role: "user",
         content: &turn.prompt,
+        images: &turn.images,
     });
     out
 }
@@ -571,6 +597,31 @@ mod tests {
                 ("user", "Background: Alice: hi"),
                 ("user", "PROMPT")
             ]
+        );
+    }
+
+    #[test]
+    fn images_become_image_url_parts_of_the_turns_own_message_only() {
+        let mut t = turn(
+            "PROMPT",
+            vec![PastTurn {
+                feed: Vec::new(),
+                request: "q1".into(),
+                output: "a1".into(),
+            }],
+        );
+        t.images = vec![("image/png".into(), b"PNG".to_vec())];
+        let body = serde_json::to_value(messages(&t)).expect("serializes");
+        assert_eq!(
+            body[0],
+            serde_json::json!({"role": "user", "content": "q1"})
+        );
+        assert_eq!(
+            body[2],
+            serde_json::json!({"role": "user", "content": [
+                {"type": "text", "text": "PROMPT"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,UE5H"}},
+            ]})
         );
     }
 

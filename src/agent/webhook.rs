@@ -21,7 +21,7 @@ use crate::util::now_secs;
 
 /// The signing key: a `whsec_`-prefixed secret is base64 (the Standard Webhooks
 /// convention); anything else is used as raw bytes.
-fn key_bytes(secret: &str) -> Vec<u8> {
+pub(crate) fn key_bytes(secret: &str) -> Vec<u8> {
     match secret.strip_prefix("whsec_").map(|b| STANDARD.decode(b)) {
         Some(Ok(bytes)) => bytes,
         _ => secret.as_bytes().to_vec(),

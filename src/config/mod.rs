@@ -16,6 +16,7 @@ mod limits;
 mod listen;
 mod load;
 mod long_connection;
+mod media;
 mod names;
 mod places;
 mod problems;
@@ -33,6 +34,7 @@ pub use error::{ConfigError, ConfigErrors, Location};
 pub use feed::FeedConfig;
 pub use handoff::HandoffConfig;
 pub use load::{ConfigSource, default_path, load, load_from_str};
+pub use media::{FEISHU_IMAGE_MAX_BYTES, MediaConfig};
 pub use names::NamesConfig;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -60,6 +62,8 @@ pub struct Config {
     pub handoff: HandoffConfig,
     /// Display names of senders and chats.
     pub names: NamesConfig,
+    /// What a turn fetches of the images, files, bundles and docs its messages carry.
+    pub media: MediaConfig,
     /// Feishu bot profiles: one per app.
     pub profiles: Vec<Profile>,
     /// Group chats configured for the hub.

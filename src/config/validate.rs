@@ -19,6 +19,7 @@ pub(super) fn validate(config: &Config, out: &mut Problems) {
     worker(&config.worker, out);
     feed(&config.feed, out);
     handoff(&config.handoff, out);
+    super::media::validate(&config.media, out);
     out.require(config.names.ttl_secs > 0, "names.ttl_secs", || {
         "must be at least 1".into()
     });

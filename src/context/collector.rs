@@ -124,6 +124,21 @@ pub fn metadata(
     })
 }
 
+/// `metadata` with what the message refers to besides its text (image and file keys, a
+/// forwarded bundle, doc links), for a turn to fetch; none is kept when there is none. A
+/// recall empties the metadata, and these references with it.
+pub fn with_media(
+    mut metadata: serde_json::Value,
+    media: &[crate::protocol::media::MediaRef],
+) -> serde_json::Value {
+    if !media.is_empty()
+        && let Some(o) = metadata.as_object_mut()
+    {
+        o.insert("media".into(), json!(media));
+    }
+    metadata
+}
+
 /// A rough token count without a tokenizer: about four ASCII characters per token, and
 /// one per other character (CJK text is close to that).
 pub fn token_estimate(text: &str) -> i64 {

@@ -5,6 +5,7 @@
 //! the store writes them.
 
 pub mod collector;
+pub mod media;
 pub mod prompt;
 pub mod report;
 pub mod selector;

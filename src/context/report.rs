@@ -12,7 +12,8 @@ use crate::util::UnixMs;
 pub struct SelectedItem {
     pub item_id: i64,
     /// `topic_root`, `human_message`, `agent_output`, `quoted_reply`, `topic_root_block`,
-    /// `carried_summary`.
+    /// `carried_summary`; media items (`item_id` 0): `image`, `text_file`, `file`,
+    /// `bundle`, `doc`.
     pub item_type: String,
     pub author_label: String,
     /// Characters injected.
@@ -33,7 +34,9 @@ pub struct ExcludedItem {
     pub item_id: i64,
     pub item_type: String,
     /// `limit`, `chars`, `own_output`, `same_turn_request`, `recalled`, `mode`,
-    /// `other_profile`, `command`, `in_thread_context`, `topic_root_block`, `in_feed`.
+    /// `other_profile`, `command`, `in_thread_context`, `topic_root_block`, `in_feed`;
+    /// for a media item (`item_id` 0): `too_many_images`, `too_large`, `files_budget`,
+    /// `too_many_docs`, `not_readable`, `fetch_failed`.
     pub reason: String,
     /// When its message was said (Feishu's create time); none in decisions recorded
     /// before items carried it.
@@ -315,6 +318,35 @@ fn write_diagnostics(out: &mut String, d: &serde_json::Value) {
             d["quoted_reply"].as_str().unwrap_or("-")
         ),
     );
+    // What the turn's messages carried, when it fetched any.
+    let media = &d["media"];
+    if media.is_object() {
+        line(
+            out,
+            &format!(
+                "media        images={} text_files={} files={} bundles={} docs={} chars={} skipped={}",
+                media["images"],
+                media["text_files"],
+                media["files"],
+                media["bundles"],
+                media["docs"],
+                media["chars"],
+                media["skipped"].as_array().map_or(0, Vec::len)
+            ),
+        );
+        for s in media["skipped"].as_array().into_iter().flatten() {
+            line(
+                out,
+                &format!(
+                    "  skipped    {} {}: {} ({})",
+                    s["item_type"].as_str().unwrap_or("-"),
+                    preview(s["label"].as_str().unwrap_or("-"), 40),
+                    s["reason"].as_str().unwrap_or("-"),
+                    preview(s["detail"].as_str().unwrap_or(""), 80)
+                ),
+            );
+        }
+    }
     // The daily digest's summary, when the session had one to carry.
     let carried = &d["carried_summary"];
     if let (Some(status), Some(id)) = (carried["status"].as_str(), carried["digest_id"].as_i64()) {

@@ -52,3 +52,15 @@ pub const MISSING_SCOPE: [i64; 1] = [99991672];
 pub fn is(set: &[i64], code: i64) -> bool {
     set.contains(&code)
 }
+
+/// A message resource that cannot be had: the key is not in that message (234003), the
+/// app is not in the message's chat (234004), the app may not read it (234009), or
+/// the message was recalled or deleted (230011, 230110). Asking again cannot help.
+pub const RESOURCE_GONE: [i64; 5] = [234003, 234004, 234009, 230011, 230110];
+
+/// An upload refused for its size: over the limit (234006), or empty (234010).
+pub const UPLOAD_SIZE: [i64; 2] = [234006, 234010];
+
+/// A doc the bot may not read: the docx refuses it (1770032), the wiki node or space
+/// does (131006).
+pub const DOC_FORBIDDEN: [i64; 2] = [1770032, 131006];

@@ -142,6 +142,10 @@ pub enum Content<'a> {
     Card(&'a serde_json::Value),
     /// A CardKit card entity, by its id.
     Entity(&'a str),
+    /// An uploaded image, by its `image_key`.
+    Image(&'a str),
+    /// An uploaded file, by its `file_key`.
+    File(&'a str),
 }
 
 impl Content<'_> {
@@ -158,6 +162,8 @@ impl Content<'_> {
                 "interactive",
                 json!({"type": "card", "data": {"card_id": card_id}}).to_string(),
             ),
+            Self::Image(key) => ("image", json!({ "image_key": key }).to_string()),
+            Self::File(key) => ("file", json!({ "file_key": key }).to_string()),
         }
     }
 }

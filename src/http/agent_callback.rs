@@ -83,11 +83,25 @@ pub(super) fn authenticate(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Bytes, ApiError> {
+    if app.config.profile(profile).is_none() {
+        return Err(ApiError::UnknownProfile(profile.to_string()));
+    }
+    let body = body.map_err(|r| ApiError::unreadable_body(r, app.config.server.max_body_bytes))?;
+    verify_signature(app, profile, headers, &body)?;
+    Ok(body)
+}
+
+/// Checks the Standard Webhooks signature of `body` with `profile`'s agent secret.
+pub(super) fn verify_signature(
+    app: &AppState,
+    profile: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(), ApiError> {
     let p = app
         .config
         .profile(profile)
         .ok_or_else(|| ApiError::UnknownProfile(profile.to_string()))?;
-    let body = body.map_err(|r| ApiError::unreadable_body(r, app.config.server.max_body_bytes))?;
     let Some(secret) = p
         .agent
         .secret
@@ -102,7 +116,7 @@ pub(super) fn authenticate(
         h("webhook-id"),
         h("webhook-timestamp"),
         h("webhook-signature"),
-        &body,
+        body,
     )
     .map_err(|e| match e {
         SignatureError::Missing => Rejection::BadSignature(
@@ -113,5 +127,5 @@ pub(super) fn authenticate(
         }
         SignatureError::Mismatch => Rejection::BadSignature("webhook-signature does not match"),
     })?;
-    Ok(body)
+    Ok(())
 }

@@ -74,6 +74,10 @@ pub enum ApiError {
     /// 408: the request did not finish within `server.request_timeout_secs`.
     #[error("the request took too long and was abandoned")]
     RequestTimeout,
+    /// A media URL or an attachment refused: its status, its code and why (e.g. 410
+    /// `media_expired`, 413 `attachment_too_large`).
+    #[error("{2}")]
+    Media(StatusCode, &'static str, String),
     /// Any other error status the HTTP framework answered with by itself.
     #[error("{}", .0.canonical_reason().unwrap_or("the request failed"))]
     Framework(StatusCode),
@@ -153,7 +157,7 @@ impl ApiError {
             Self::UnknownAsk(_) => "unknown_ask",
             Self::InvalidTurnEvent(_) => "invalid_turn_event",
             Self::BadRequest(_) => "bad_request",
-            Self::Conflict(code, _) => code,
+            Self::Conflict(code, _) | Self::Media(_, code, _) => code,
             Self::MethodNotAllowed(_) => "method_not_allowed",
             Self::RequestTimeout => "request_timeout",
             Self::Framework(s) if s.is_server_error() => "internal_error",
@@ -183,7 +187,7 @@ impl ApiError {
             Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            Self::Framework(s) => *s,
+            Self::Framework(s) | Self::Media(s, ..) => *s,
         }
     }
 

@@ -4,6 +4,7 @@
 mod agent_callback;
 mod api_doc;
 mod asks;
+mod attachments;
 mod auth;
 mod card_callback;
 mod digests;
@@ -12,6 +13,7 @@ mod explain;
 mod extract;
 mod feed;
 mod health;
+mod media;
 mod metrics;
 pub mod openapi;
 mod reshape;

@@ -13,8 +13,8 @@ use utoipa::OpenApi;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
-    AppState, agent_callback, api_doc::ApiDoc, asks, digests, error, explain, feed, health,
-    metrics, reshape, sessions, status, turn_events, turns, verdicts, webhook,
+    AppState, agent_callback, api_doc::ApiDoc, asks, attachments, digests, error, explain, feed,
+    health, media, metrics, reshape, sessions, status, turn_events, turns, verdicts, webhook,
 };
 
 /// Every route, with its OpenAPI description (no state, no layers).
@@ -32,6 +32,8 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(explain::explain))
         .routes(routes!(agent_callback::output))
         .routes(routes!(turn_events::post))
+        .routes(routes!(attachments::post))
+        .routes(routes!(media::get))
         .routes(routes!(asks::get))
         .routes(routes!(turns::list))
         .routes(routes!(turns::get))

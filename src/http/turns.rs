@@ -8,6 +8,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::{
     Admin, AdminErrors, ApiError, ErrorBody,
     asks::AskBody,
+    attachments::AttachmentBody,
     extract::{Path, Query},
 };
 use crate::{
@@ -67,6 +68,9 @@ pub struct TurnBody {
     /// The agent's questions, in seq order, and their answers (one turn only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub asks: Option<Vec<AskBody>>,
+    /// The files and images its agent sent into the chat, oldest first (one turn only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Vec<AttachmentBody>>,
 }
 
 /// One stored turn event.
@@ -109,6 +113,7 @@ impl TurnBody {
             events: None,
             event_summary: None,
             asks: None,
+            attachments: None,
         }
     }
 }
@@ -218,6 +223,12 @@ pub async fn get(
     body.events = Some(events);
     body.event_summary = Some(summary);
     body.asks = Some(asks.into_iter().map(|a| AskBody::of(a, running)).collect());
+    let attachments = app
+        .store
+        .turn_attachments(&turn_id)
+        .await
+        .map_err(ApiError::store)?;
+    body.attachments = Some(attachments.into_iter().map(AttachmentBody::of).collect());
     Ok(Json(body))
 }
 

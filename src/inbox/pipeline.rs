@@ -27,6 +27,7 @@ use crate::{
     protocol::{
         content,
         events::{self, MessageReceive, TypedEvent},
+        media,
     },
     routing::{self, Inbound, Place, Reason, Record, Sender, Verdict},
     store::{
@@ -405,11 +406,14 @@ impl Pipeline {
             actor_type: ev.sender.sender_type.clone(),
             actor_id,
             author_label,
-            metadata: collector::metadata(
-                &msg.message_type,
-                content.placeholder,
-                content.mentions_all,
-                msg.parent_id.as_deref(),
+            metadata: collector::with_media(
+                collector::metadata(
+                    &msg.message_type,
+                    content.placeholder,
+                    content.mentions_all,
+                    msg.parent_id.as_deref(),
+                ),
+                &media::refs(&msg.message_type, &msg.content),
             ),
             text: content.text,
             bot_open_id: bot,

@@ -6,6 +6,7 @@ pub mod content;
 pub mod crypto;
 pub mod envelope;
 pub mod events;
+pub mod media;
 pub mod strip;
 pub mod verify;
 

@@ -23,6 +23,7 @@ mod feed;
 mod handoffs;
 mod hygiene;
 mod inbox;
+mod media;
 mod names;
 mod outbound;
 mod pg_tls;
@@ -62,6 +63,7 @@ pub use inbox::{
     ClaimLimits, Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore,
     InsertOutcome, MAX_ID_BYTES, NewInboxEvent, ProfileBacklog,
 };
+pub use media::{AttachmentRow, MediaStore, NewAttachment};
 pub use names::{CachedName, NameKind, NamesStore};
 pub use outbound::{NewOutbound, OutboundRow, OutboundStore, ReplyKind};
 pub use postgres::PgStore;
@@ -212,6 +214,7 @@ pub trait Store:
     + DigestStore
     + NamesStore
     + HandoffStore
+    + MediaStore
 {
 }
 
@@ -231,6 +234,7 @@ impl<T> Store for T where
         + DigestStore
         + NamesStore
         + HandoffStore
+        + MediaStore
 {
 }
 

@@ -12,11 +12,13 @@ use super::{carry::CarryOver, job::TurnJob};
 use crate::{
     config::{Config, Profile, WorkspaceMode},
     context::{
+        media::Media,
         prompt::{self, PromptParts},
         report::{SelectedItem, preview},
         selector::{self, Request, Selected, Selection},
     },
     feishu_api::{FeishuClient, identity::Identities},
+    media::{self, fetch::Fetcher},
     names::Names,
     store::{NewDecision, SessionRow, Store, StoreError},
     util::UnixMs,
@@ -40,6 +42,8 @@ pub(super) struct Gathered {
     pub requester: Option<String>,
     /// The daily digest's summary carried into the session's first turn after its reset.
     pub carry: CarryOver,
+    /// What the turn's messages carry (images, files, bundles, docs), as fetched.
+    pub media: Media,
 }
 
 impl Gathered {
@@ -55,6 +59,7 @@ impl Gathered {
 
     /// The prompt.
     pub fn prompt(&self, request: &str) -> String {
+        let shared = self.media.prompt_lines();
         prompt::assemble(&PromptParts {
             request,
             topic_root: self.topic_root.as_deref(),
@@ -63,6 +68,7 @@ impl Gathered {
             quoted: self.quoted.as_ref().map(|(t, _)| t.as_str()),
             requester: self.requester.as_deref(),
             carried: self.carry.text(),
+            shared: &shared,
         })
     }
 
@@ -81,6 +87,9 @@ impl Gathered {
         for s in self.selected() {
             parts.push(format!("{}: {}", s.author_label, s.text));
         }
+        for (what, text, _) in self.media.prompt_lines() {
+            parts.push(format!("{what}: {text}"));
+        }
         parts.join("\n")
     }
 
@@ -91,6 +100,7 @@ impl Gathered {
             + self.topic_root.as_ref().map_or(0, |r| r.chars().count())
             + self.quoted.as_ref().map_or(0, |(q, _)| q.chars().count())
             + self.carry.chars()
+            + self.media.chars()
     }
 
     /// The selected thread items, then the selected pending history.
@@ -127,6 +137,7 @@ impl Gathered {
             });
         }
         out.extend(self.selected().map(SelectedItem::from));
+        out.extend(self.media.selected_items());
         out
     }
 
@@ -151,12 +162,14 @@ impl Gathered {
             }
         }
         // The same fields as the explain record's excluded items: serialized as they are.
-        let excluded: Vec<_> = self
+        let mut excluded: Vec<serde_json::Value> = self
             .thread
             .excluded
             .iter()
             .chain(&self.history.excluded)
+            .filter_map(|e| serde_json::to_value(e).ok())
             .collect();
+        excluded.extend(self.media.excluded_items());
         let item_ids: Vec<i64> = self.selected().map(|s| s.item_id).collect();
         NewDecision {
             chat_id: job.chat_id.clone(),
@@ -193,6 +206,7 @@ impl Gathered {
             "quoted_reply": self.quoted_status,
             "carried_summary": self.carry.diagnostics(),
             "context_chars": self.context_chars(),
+            "media": self.media.diagnostics(),
         })
     }
 }
@@ -350,6 +364,49 @@ impl Gatherer {
         }
         self.name(job, &mut g).await;
         Ok(g)
+    }
+
+    /// Fetches what the request, the message it quotes and the selected items' messages
+    /// carry (in that order, the newest items' first), within the `[media]` budgets; what
+    /// cannot be had is recorded with its reason and the turn goes on.
+    pub(super) async fn media(&self, job: &TurnJob, g: &mut Gathered) {
+        if !self.config.media.enabled {
+            return;
+        }
+        let Some(client) = self.clients.get(&job.profile).filter(|c| c.can_send()) else {
+            return;
+        };
+        let mut said: Vec<&Selected> = g.selected().collect();
+        said.sort_by_key(|s| std::cmp::Reverse(s.created_at));
+        let mut ids = vec![job.message_id.clone()];
+        // The message the request quotes ("what is in this screenshot?") comes next.
+        if let Some(quoted) = job.quoted_message_id().filter(|_| g.quoted.is_some()) {
+            ids.push(quoted.to_string());
+        }
+        for s in said {
+            if !ids.contains(&s.message_id) {
+                ids.push(s.message_id.clone());
+            }
+        }
+        let refs = match media::refs_of(&*self.store, &job.profile, &ids).await {
+            Ok(refs) => refs,
+            Err(e) => {
+                tracing::warn!(turn_id = %job.turn_id, error = %e, "media references not read; the turn goes on without them");
+                return;
+            }
+        };
+        if refs.is_empty() {
+            return;
+        }
+        let bot = self.identities.get(&job.profile);
+        let fetcher = Fetcher {
+            client,
+            config: &self.config.media,
+            names: &*self.store,
+            profile: &job.profile,
+            bot_open_id: bot.as_deref(),
+        };
+        g.media = fetcher.fetch(&refs).await;
     }
 
     /// The daily digest's summary for the session's first turn after the digest reset it.

@@ -27,7 +27,7 @@ use super::{
 use crate::{
     agent::{
         Agent, AgentError, AgentTurn, Answer, ContextItem, EchoAgent, FeedSegment, HandoffPeer,
-        PastTurn, Progress, TurnSender, events::TurnEventNote,
+        MediaLink, PastTurn, Progress, TurnSender, events::TurnEventNote,
     },
     config::Config,
     feed::Feed,
@@ -409,6 +409,9 @@ impl TurnRunner {
             .gather(job, delivered, (thread_on, history_on), &in_feed)
             .await?;
         let quote_readable = self.gatherer.quoted(job, &mut gathered).await?.is_ok();
+        if quote_readable {
+            self.gatherer.media(job, &mut gathered).await;
+        }
         let prompt = if quote_readable {
             gathered.prompt(&job.request_text)
         } else {
@@ -513,6 +516,25 @@ impl TurnRunner {
                     text: s.text.clone(),
                     truncated: s.truncated,
                 })
+                .chain(
+                    g.media
+                        .items
+                        .iter()
+                        .filter(|i| i.inlined())
+                        .map(|i| ContextItem {
+                            item_type: i.item_type.to_string(),
+                            author_label: i.label.clone(),
+                            text: i.text.clone(),
+                            truncated: i.truncated,
+                        }),
+                )
+                .collect(),
+            media: self.media_links(job, &g.media),
+            images: g
+                .media
+                .items
+                .iter()
+                .filter_map(|i| i.image.clone())
                 .collect(),
             topic_root: g.topic_root.is_some(),
             quoted: g.quoted.is_some(),
@@ -557,6 +579,29 @@ impl TurnRunner {
                 Vec::new()
             }
         }
+    }
+
+    /// Signed URLs of the turn's images and files, for a profile whose agent has a secret
+    /// to sign them with.
+    fn media_links(&self, job: &TurnJob, media: &crate::context::media::Media) -> Vec<MediaLink> {
+        use secrecy::ExposeSecret;
+        let secret = self
+            .config
+            .profile(&job.profile)
+            .and_then(|p| p.agent.secret.as_ref())
+            .map(|s| s.expose_secret().to_string())
+            .filter(|s| !s.is_empty());
+        let Some(secret) = secret else {
+            return Vec::new();
+        };
+        let m = &self.config.media;
+        crate::media::links(
+            media,
+            (&job.profile, &secret),
+            m.public_url.as_deref(),
+            crate::util::now_secs(),
+            m.url_ttl_secs,
+        )
     }
 
     /// Whether the turn's chat has the batched feed on for its profile.

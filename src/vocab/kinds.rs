@@ -31,6 +31,22 @@ crate::util::spelled::spelled! {
 }
 
 crate::util::spelled::spelled! {
+    /// What a media context item is: what a turn fetched of what its messages carry.
+    pub enum MediaItemType("media item type") {
+        /// An image (to the agent as image data or a signed URL).
+        Image,
+        /// A small text file, inlined.
+        TextFile,
+        /// Another file, listed by name and size (and a signed URL for webhook agents).
+        File,
+        /// A forwarded bundle, expanded into `sender: text` lines.
+        Bundle,
+        /// A Feishu doc's text.
+        Doc,
+    }
+}
+
+crate::util::spelled::spelled! {
     /// Who an item's author is.
     pub enum Role("role") {
         /// A person.

@@ -10,5 +10,5 @@ pub mod records;
 
 pub use candidate::Candidate;
 pub use chat::ChatType;
-pub use kinds::{EventType, Exclusion, ItemType, Role};
+pub use kinds::{EventType, Exclusion, ItemType, MediaItemType, Role};
 pub use records::{NewContextEvent, NewItem};

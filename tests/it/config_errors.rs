@@ -409,3 +409,28 @@ fn check_config_shows_the_egress_and_refuses_a_proxy_it_cannot_use() {
     );
     assert!(!stderr.contains("s3cret"), "{stderr}");
 }
+
+#[test]
+fn check_config_refuses_media_budgets_out_of_range_and_names_each() {
+    let dir = tempfile::tempdir().expect("dir");
+    let bad = "[media]\nmax_images = 50\nmax_image_bytes = 20000000\nmax_file_chars = 10\n\
+               max_files_chars = 5\nmax_doc_chars = 0\nurl_ttl_secs = 1\npublic_url = \"ftp://x\"\n";
+    let out = check_config(&write_config(&dir, &format!("{PROFILE}{bad}")));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for key in [
+        "media.max_images",
+        "media.max_image_bytes",
+        "media.max_file_chars",
+        "media.max_files_chars",
+        "media.max_doc_chars",
+        "media.url_ttl_secs",
+        "media.public_url",
+    ] {
+        assert!(stderr.contains(key), "{key}: {stderr}");
+    }
+    let good = "[media]\nmax_images = 0\nmax_image_bytes = 10485760\n\
+                public_url = \"https://bridge.example.com\"\n";
+    let out = check_config(&write_config(&dir, &format!("{PROFILE}{good}")));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}

@@ -33,6 +33,7 @@ mod inbox;
 mod layout;
 mod long_connection;
 mod long_connection_proxy;
+mod media;
 mod migrations;
 mod names;
 mod openai_agent;

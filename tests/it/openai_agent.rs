@@ -67,6 +67,8 @@ fn turn(prompt: &str, earlier: &[(&str, &str)]) -> AgentTurn {
             })
             .collect(),
         handoff_peers: Vec::new(),
+        media: Vec::new(),
+        images: Vec::new(),
     }
 }
 

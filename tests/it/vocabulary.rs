@@ -11,7 +11,7 @@ use feishu_bridge::{
     },
     turns,
     vocab::ChatType,
-    vocab::kinds::{EventType, Exclusion, ItemType, Role},
+    vocab::kinds::{EventType, Exclusion, ItemType, MediaItemType, Role},
 };
 
 #[test]
@@ -29,6 +29,10 @@ fn every_stored_vocabulary_keeps_its_spellings() {
         ["topic_root", "human_message", "agent_output"]
     );
     assert_eq!(Role::SPELLINGS, ["human", "bot"]);
+    assert_eq!(
+        MediaItemType::SPELLINGS,
+        ["image", "text_file", "file", "bundle", "doc"]
+    );
     let exclusions = [
         "command",
         "recalled",

@@ -20,6 +20,7 @@ pub(crate) mod event_log;
 pub(crate) mod feed;
 pub(crate) mod handoffs;
 pub(crate) mod inbox;
+pub(crate) mod media;
 pub(crate) mod names;
 pub(crate) mod outbound;
 pub(crate) mod routes;

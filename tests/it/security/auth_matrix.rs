@@ -275,6 +275,19 @@ async fn open_routes_answer_anyone_and_signed_routes_take_no_admin_token() {
             a.text
         );
     }
+    // Nor is it a media token: a media URL is its own credential.
+    for route in guarded_by(Guard::Token) {
+        let path = route
+            .trim_start_matches("GET ")
+            .replace("{token}", "not.a-token");
+        let a = send(&app, Method::GET, &path, Some(&format!("Bearer {ADMIN}"))).await;
+        assert_eq!(
+            (a.status, a.code()),
+            (403, "bad_media_token"),
+            "{route}: {}",
+            a.text
+        );
+    }
     app.stop().await.expect("clean stop");
 
     // With protect_metrics, /metrics is an admin route like the others.

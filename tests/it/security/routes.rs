@@ -19,6 +19,9 @@ pub enum Guard {
     Metrics,
     /// The caller's signature (Feishu's, or the webhook agent's); never the admin token.
     Signed,
+    /// The signed, expiring token in the path itself (a media URL given to a webhook
+    /// agent); never the admin token.
+    Token,
 }
 
 /// (method, path template, guard) of every route.
@@ -40,6 +43,12 @@ pub const ROUTES: &[(&str, &str, Guard)] = &[
         "/agent/{profile}/turns/{turn_id}/asks/{ask_id}",
         Guard::Signed,
     ),
+    (
+        "POST",
+        "/agent/{profile}/turns/{turn_id}/attachments",
+        Guard::Signed,
+    ),
+    ("GET", "/media/{token}", Guard::Token),
     ("GET", "/healthz", Guard::Open),
     ("GET", "/readyz", Guard::Open),
     ("GET", "/metrics", Guard::Metrics),

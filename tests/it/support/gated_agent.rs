@@ -28,13 +28,19 @@ pub const AGENT_SECRET: &str = "whsec_dGVzdC1hZ2VudC1zZWNyZXQ=";
 /// A Standard Webhooks signature with [`AGENT_SECRET`] of `id.ts.body`, made here
 /// independently of the bridge's own signing.
 pub fn sign(id: &str, ts: &str, body: &str) -> String {
+    sign_bytes(id, ts, body.as_bytes())
+}
+
+/// [`sign`] of a body that need not be text (a multipart upload).
+pub fn sign_bytes(id: &str, ts: &str, body: &[u8]) -> String {
     use base64::{Engine, engine::general_purpose::STANDARD};
     use hmac::{Hmac, Mac};
     let key = STANDARD
         .decode(AGENT_SECRET.trim_start_matches("whsec_"))
         .expect("key");
     let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).expect("key");
-    mac.update(format!("{id}.{ts}.{body}").as_bytes());
+    mac.update(format!("{id}.{ts}.").as_bytes());
+    mac.update(body);
     format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
 }
 

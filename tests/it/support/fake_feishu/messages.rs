@@ -168,6 +168,16 @@ async fn deliver(
     }
     let content_text = body["content"].as_str().unwrap_or_default();
     let content: Value = serde_json::from_str(content_text).unwrap_or(Value::Null);
+    // An image or file message carries a key an upload gave.
+    let media_key = match msg_type.as_str() {
+        "image" => Some(&content["image_key"]),
+        "file" => Some(&content["file_key"]),
+        _ => None,
+    };
+    if media_key.is_some_and(|k| !s.media.issued(k.as_str().unwrap_or_default())) {
+        let msg = "invalid image_key or file_key";
+        return Err(s.refuse(ep, StatusCode::BAD_REQUEST, 230001, msg));
+    }
     let entity = (msg_type == "interactive" && content["type"] == "card").then(|| {
         content["data"]["card_id"]
             .as_str()

@@ -9,7 +9,7 @@
 //! flight, during which a card takes no updates; `streaming_window`: CardKit closing
 //! streaming after ten minutes, on a clock tests move; `mentions`: who would be pinged;
 //! `views`: what tests read back; `directory`: users' and chats' names; `reactions`:
-//! emoji reactions on messages. The
+//! emoji reactions on messages; `media`: resources, bundles, docs and uploads. The
 //! long connection (`super::fake_longconn`) can be mounted beside it.
 
 mod card_patch;
@@ -19,6 +19,7 @@ mod entities;
 mod gate;
 mod interactions;
 mod limits;
+mod media;
 mod mentions;
 mod messages;
 mod reactions;
@@ -37,6 +38,7 @@ use std::{
 
 use axum::{
     Router,
+    extract::DefaultBodyLimit,
     routing::{delete, get, patch, post, put},
 };
 pub use directory::{CHATS_SCOPE, Directory, USERS_PER_CALL, USERS_SCOPE};
@@ -46,6 +48,7 @@ pub use limits::{
     APP_PER_MIN, APP_PER_SEC, CARD_MAX_BYTES, CARDKIT_OPS_PER_SEC_PER_CARD,
     PATCH_PER_SEC_PER_MESSAGE, SlidingWindow, TEXT_MAX_BYTES,
 };
+pub use media::{FILE_MAX_BYTES, IMAGE_MAX_BYTES, Media};
 pub use mentions::tags_in as mention_tags;
 pub use reactions::{REACTIONS_SCOPE, ReactionOp, Reactions, is_reaction_endpoint};
 use serde_json::Value;
@@ -151,6 +154,8 @@ pub struct FakeState {
     pub directory: Directory,
     /// Reactions on messages (see `reactions`).
     pub reactions: Reactions,
+    /// Resources, bundles, docs and uploads (see `media`).
+    pub media: Media,
 }
 
 /// The running fake.
@@ -251,6 +256,7 @@ impl FakeFeishu {
             next_card: AtomicU64::default(),
             directory: Directory::default(),
             reactions: Reactions::default(),
+            media: Media::default(),
         });
         let app = Router::new()
             .route(
@@ -279,6 +285,23 @@ impl FakeFeishu {
             .route(
                 "/open-apis/im/v1/messages/{id}/reactions/{reaction_id}",
                 delete(reactions::delete),
+            )
+            .route(
+                "/open-apis/im/v1/messages/{id}/resources/{key}",
+                get(media::resource),
+            )
+            .route("/open-apis/wiki/v2/spaces/get_node", get(media::wiki_node))
+            .route(
+                "/open-apis/docx/v1/documents/{id}/raw_content",
+                get(media::docx_raw),
+            )
+            .route(
+                "/open-apis/im/v1/images",
+                post(media::upload_image).layer(DefaultBodyLimit::max(64 * 1024 * 1024)),
+            )
+            .route(
+                "/open-apis/im/v1/files",
+                post(media::upload_file).layer(DefaultBodyLimit::max(64 * 1024 * 1024)),
             )
             .route("/open-apis/cardkit/v1/cards", post(cardkit::create))
             .route(

@@ -51,6 +51,9 @@ pub(super) async fn get_message(
             )
             .into_response();
     }
+    if let Some(items) = s.media.bundle_items(&id) {
+        return success(json!({ "items": items }));
+    }
     let text = s.messages.lock().expect("lock").get(&id).cloned();
     match text {
         Some(text) => success(json!({"items": [{
