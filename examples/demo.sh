@@ -78,7 +78,12 @@ trap 'exit 130' INT TERM
 
 # The example config with this run's ports, in $work: its database is read from the
 # config file's directory, and the digest directory from the working directory, $work.
+# The day demo runs its digest by hand (POST /digests/run); its daily schedule is moved
+# out of the way, to the next hour (UTC), so that a start inside the example's window
+# (04:10-08:00) does not run the day's digest before the demo's messages arrive.
+next=$(date -u -d '+1 hour' +%H)
 sed -e "s/127.0.0.1:8080/127.0.0.1:$port/" -e "s/127.0.0.1:9000/127.0.0.1:$agent_port/" \
+  -e "s/^at = \"04:10\"/at = \"$next:00\"/" -e "s/^window_end = \"08:00\"/window_end = \"$next:30\"/" \
   "$root/examples/$config" > "$work/config.toml"
 cd "$work"
 
