@@ -119,6 +119,7 @@ end=$(date +%s%N)
 bridge=$PID
 [[ $PERF == 1 || ${STRACE:-0} == 1 ]] && bridge=$(pgrep -P "$PID" | head -n1)
 read -r utime stime < <(awk '{ print $14, $15 }' "/proc/$bridge/stat")
+peak=$(awk '$1 == "VmHWM:" { printf "%.1f", $2 / 1024 }' "/proc/$bridge/status")
 tick=$(getconf CLK_TCK)
 kill -TERM "$bridge"
 wait "$PID" 2>/dev/null || true
@@ -130,6 +131,7 @@ awk -v u="$utime" -v s="$stime" -v t="$tick" -v n="$N" 'BEGIN {
     printf "bridge CPU per event (its whole life, start-up included): %.0f µs (user %.0f, system %.0f)\n",
         (u + s) * 1e6 / t / n, u * 1e6 / t / n, s * 1e6 / t / n
 }'
+echo "bridge peak RSS (VmHWM): $peak MiB"
 if [[ ${STRACE:-0} == 1 ]]; then
     echo "== system calls during the drain (strace -c; per event: calls / $N)"
     head -n 20 "$WORK/strace.txt"

@@ -4,12 +4,7 @@
 use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use tokio::{
-    net::TcpListener,
-    sync::{Notify, broadcast},
-    task::JoinHandle,
-    time::Instant,
-};
+use tokio::{net::TcpListener, sync::broadcast, task::JoinHandle, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::state::{App, AppState, ProfileKeys};
@@ -26,7 +21,7 @@ use crate::{
         identity::Identities,
         outbound::{FeishuOutbound, Outbound},
     },
-    inbox::{Committer, Pipeline, Worker},
+    inbox::{Arrivals, Committer, Pipeline, Worker},
     longconn::{self, session::LongConnection},
     names::Names,
     store::{self, Store},
@@ -110,7 +105,7 @@ impl Bridge {
     ) -> Self {
         let stops = Stops::default();
         let metrics = Metrics::new();
-        let wake = Arc::new(Notify::new());
+        let arrivals = Arc::new(Arrivals::default());
         let writers = match store.backend() {
             store::Backend::Sqlite => 1,
             store::Backend::Postgres => config.database.committers,
@@ -119,7 +114,7 @@ impl Bridge {
             store.clone(),
             store.backend(),
             metrics.clone(),
-            wake.clone(),
+            arrivals.clone(),
             writers,
             stops.committer.clone(),
         );
@@ -132,7 +127,7 @@ impl Bridge {
             stops.worker.clone(),
         ));
         if app.config.worker.enabled {
-            tasks.push(start_worker(&app, wake, &stops));
+            tasks.push(start_worker(&app, arrivals, &stops));
         }
         tasks.push(tokio::spawn(
             AskDuty {
@@ -383,7 +378,7 @@ fn start_long_connections(state: &AppState, stops: &Stops) -> Vec<JoinHandle<()>
 
 /// Starts the worker over `app`: first unfinished turns of an earlier run are queued,
 /// before any new event is processed, so each session keeps its order.
-fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
+fn start_worker(app: &App, arrivals: Arc<Arrivals>, stops: &Stops) -> JoinHandle<()> {
     let config = &app.config;
     let outbound: Arc<dyn Outbound> = Arc::new(FeishuOutbound::new(
         config.clone(),
@@ -419,7 +414,7 @@ fn start_worker(app: &App, wake: Arc<Notify>, stops: &Stops) -> JoinHandle<()> {
         pipeline: Arc::new(pipeline),
         config: config.worker.clone(),
         metrics: app.metrics.clone(),
-        wake,
+        arrivals,
         processed: app.processed.clone(),
         stop: stops.worker.clone(),
         owner: config.replica_id(),

@@ -15,15 +15,17 @@
 use std::sync::Arc;
 
 use tokio::{
-    sync::{Mutex, Notify, mpsc, oneshot},
+    sync::{Mutex, mpsc, oneshot},
     task::JoinHandle,
     time::Instant,
 };
 use tokio_util::sync::CancellationToken;
 
+use super::Arrivals;
 use crate::{
     store::{Backend, InboxStatus, InboxStore, InsertOutcome, NewInboxEvent, StoreError},
     telemetry::Metrics,
+    util::UnixMs,
 };
 
 /// Most events written in one transaction.
@@ -69,7 +71,7 @@ impl Committer {
         store: Arc<dyn InboxStore>,
         backend: Backend,
         metrics: Metrics,
-        wake_worker: Arc<Notify>,
+        arrivals: Arc<Arrivals>,
         writers: usize,
         stop: CancellationToken,
     ) -> (Self, Vec<JoinHandle<()>>) {
@@ -81,7 +83,7 @@ impl Committer {
                     store: store.clone(),
                     backend,
                     metrics: metrics.clone(),
-                    wake_worker: wake_worker.clone(),
+                    arrivals: arrivals.clone(),
                     rx: rx.clone(),
                     stop: stop.clone(),
                 };
@@ -113,7 +115,7 @@ struct Writer {
     store: Arc<dyn InboxStore>,
     backend: Backend,
     metrics: Metrics,
-    wake_worker: Arc<Notify>,
+    arrivals: Arc<Arrivals>,
     rx: Arc<Mutex<mpsc::Receiver<Job>>>,
     stop: CancellationToken,
 }
@@ -187,7 +189,7 @@ impl Writer {
             let _ = reply.send(answer);
         }
         if wake {
-            self.wake_worker.notify_one();
+            self.arrivals.stored(UnixMs::now());
         }
     }
 

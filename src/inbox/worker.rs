@@ -23,19 +23,26 @@ use std::{
     time::Duration,
 };
 
-use tokio::{
-    sync::{Notify, broadcast},
-    task::JoinSet,
-};
+use tokio::{sync::broadcast, task::JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use super::pipeline::{Pipeline, ProcessError, Settled, Unfinished};
+use super::{
+    Arrivals,
+    pipeline::{Pipeline, ProcessError, Settled, Unfinished},
+};
 use crate::{
     config::WorkerConfig,
     store::{ClaimLimits, Finish, InboxEvent, InboxStore},
     telemetry::Metrics,
     util::UnixMs,
 };
+
+/// How recently an event must have been stored for the worker to count events as
+/// arriving.
+const ARRIVING: Duration = Duration::from_secs(1);
+
+/// The most events of one chat claimed together while events are arriving.
+pub const ARRIVING_BATCH: u32 = 32;
 
 /// What the worker did with one event; broadcast for observers (tests, tools).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,8 +75,8 @@ pub struct Worker {
     /// Tuning.
     pub config: WorkerConfig,
     pub metrics: Metrics,
-    /// Poked by the committer when new work arrived.
-    pub wake: Arc<Notify>,
+    /// Told by the committer when new work arrived.
+    pub arrivals: Arc<Arrivals>,
     /// Observers of processing outcomes.
     pub processed: broadcast::Sender<Processed>,
     /// Stop signal.
@@ -125,7 +132,7 @@ impl Worker {
             if free > 0 {
                 let limits = ClaimLimits {
                     chats: i64::try_from(free).unwrap_or(i64::MAX),
-                    per_chat: i64::from(me.config.batch.max(1)),
+                    per_chat: i64::from(me.batch(UnixMs::now())),
                 };
                 let lease = i64::try_from(me.config.lease_ms).unwrap_or(i64::MAX);
                 match me
@@ -165,7 +172,7 @@ impl Worker {
                         me.pause(store_pause(poll, store_failures)).await;
                     }
                 }
-                () = me.wake.notified() => {}
+                () = me.arrivals.notified() => {}
                 () = tokio::time::sleep(poll) => {}
                 () = me.stop.cancelled() => {}
             }
@@ -173,6 +180,18 @@ impl Worker {
         // The batches in hand are finished and recorded.
         while lanes.join_next().await.is_some() {}
         heartbeat.abort();
+    }
+
+    /// Events of one chat to claim now: `worker.batch`, or at most [`ARRIVING_BATCH`]
+    /// while events are arriving, so that the worker's transactions, which a group
+    /// commit may wait for, stay short (arrivals first).
+    fn batch(&self, now: UnixMs) -> u32 {
+        let batch = self.config.batch.max(1);
+        if self.arrivals.recent(now, ARRIVING) {
+            batch.min(ARRIVING_BATCH)
+        } else {
+            batch
+        }
     }
 
     /// Waits `pause`, or until stopped.

@@ -8,13 +8,13 @@ use std::{
 
 use feishu_bridge::{
     Bridge,
-    inbox::{CommitError, Committer},
+    inbox::{Arrivals, CommitError, Committer},
     store::{InboxStatus, InsertOutcome, NewInboxEvent, Store},
     telemetry::Metrics,
 };
 use futures_util::future::join_all;
 use sqlx::Connection;
-use tokio::{sync::Notify, time::Instant};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -234,7 +234,7 @@ async fn row_by_row(db: TestDb) {
         store.clone(),
         store.backend(),
         metrics.clone(),
-        Arc::new(Notify::new()),
+        Arc::new(Arrivals::default()),
         1,
         stop.clone(),
     );
