@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use super::{
     dialect::Dialect,
     store::{SqlStore, Write},
-    writes::{insert_turn, upsert_session},
+    writes::{insert_turn, upsert_session_within},
 };
 use crate::{
     store::{ChainPlace, ChainTurn, HandoffRow, HandoffStore, HandoffWrite, StoreError},
@@ -81,18 +81,7 @@ pub(crate) async fn write_handoff<DB: Dialect>(
         .execute(&mut **tx)
         .await?;
     if let Some(s) = &w.session {
-        sqlx::query(&upsert_session())
-            .bind(&s.profile)
-            .bind(&s.session_key)
-            .bind(&s.session_id)
-            .bind(&s.chat_id)
-            .bind(s.chat_type.as_str())
-            .bind(&s.user_id)
-            .bind(&s.root_msg_id)
-            .bind(&s.history_scope)
-            .bind(s.now)
-            .execute(&mut **tx)
-            .await?;
+        upsert_session_within(tx, s).await?;
     }
     if let Some(t) = &w.turn {
         insert_turn(tx, t).await?;

@@ -12,13 +12,11 @@ use super::{
     store::Write,
     writes::{
         ROWS_PER_STATEMENT, insert_events, insert_turn, insert_verdicts, upsert_names,
-        upsert_session,
+        upsert_session_within,
     },
 };
 use crate::{
-    store::{
-        BatchStep, NewFeedItem, NewSession, NewVerdict, RouteWrite, Routed, SessionRow, StoreError,
-    },
+    store::{BatchStep, NewFeedItem, NewVerdict, RouteWrite, Routed, StoreError},
     util::UnixMs,
     vocab::NewContextEvent,
 };
@@ -144,25 +142,6 @@ async fn upsert_names_within<DB: Dialect>(
         query.execute(&mut **tx).await?;
     }
     Ok(())
-}
-
-/// Creates or touches a session mapping; the session.
-async fn upsert_session_within<DB: Dialect>(
-    tx: &mut Write<'_, DB>,
-    s: &NewSession,
-) -> Result<SessionRow, StoreError> {
-    Ok(sqlx::query_as(&upsert_session())
-        .bind(&s.profile)
-        .bind(&s.session_key)
-        .bind(&s.session_id)
-        .bind(&s.chat_id)
-        .bind(s.chat_type.as_str())
-        .bind(&s.user_id)
-        .bind(&s.root_msg_id)
-        .bind(&s.history_scope)
-        .bind(s.now)
-        .fetch_one(&mut **tx)
-        .await?)
 }
 
 /// Gathers a message for its session's batched feed.

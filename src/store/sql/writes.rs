@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::{dialect::Dialect, store::Write};
 use crate::{
-    store::{NewDecision, NewTurn, NewVerdict, StoreError},
+    store::{NewDecision, NewSession, NewTurn, NewVerdict, SessionRow, StoreError},
     util::UnixMs,
     vocab::{NewContextEvent, NewItem},
 };
@@ -127,6 +127,25 @@ pub(crate) fn upsert_session() -> String {
          ON CONFLICT (profile, session_key) DO UPDATE SET updated_at = excluded.updated_at \
          RETURNING {SESSION_COLUMNS}"
     )
+}
+
+/// Creates or touches a session mapping; the session.
+pub(crate) async fn upsert_session_within<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    s: &NewSession,
+) -> Result<SessionRow, StoreError> {
+    Ok(sqlx::query_as(&upsert_session())
+        .bind(&s.profile)
+        .bind(&s.session_key)
+        .bind(&s.session_id)
+        .bind(&s.chat_id)
+        .bind(s.chat_type.as_str())
+        .bind(&s.user_id)
+        .bind(&s.root_msg_id)
+        .bind(&s.history_scope)
+        .bind(s.now)
+        .fetch_one(&mut **tx)
+        .await?)
 }
 
 pub(crate) const CONSUME: &str = "\
