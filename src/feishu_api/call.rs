@@ -242,7 +242,7 @@ impl FeishuClient {
 
 /// How long `x-ogw-ratelimit-reset` asks to wait; a missing, unreadable or zero one
 /// says nothing (the caller backs off instead of retrying at once).
-fn reset_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+pub(super) fn reset_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     headers
         .get("x-ogw-ratelimit-reset")
         .and_then(|v| v.to_str().ok())

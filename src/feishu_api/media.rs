@@ -8,9 +8,7 @@
 use serde::Deserialize;
 
 pub use super::raw::{Answered, Fetched};
-use super::{
-    FeishuClient, OpenApiError, budget::Urgency, call::Call, error::decode, raw::multipart,
-};
+use super::{FeishuClient, OpenApiError, budget::Urgency, call::Call, error::decode};
 
 const RESOURCE_ENDPOINT: &str = "GET /open-apis/im/v1/messages/{message_id}/resources/{file_key}";
 const GET_MESSAGE_ENDPOINT: &str = "GET /open-apis/im/v1/messages/{message_id}";
@@ -259,22 +257,19 @@ impl FeishuClient {
             Upload::Image => (
                 IMAGE_UPLOAD_ENDPOINT,
                 "images",
-                vec![("image_type", "message".to_string())],
+                vec![("image_type", "message")],
                 "image",
             ),
             Upload::File { file_type } => (
                 FILE_UPLOAD_ENDPOINT,
                 "files",
-                vec![
-                    ("file_type", file_type.to_string()),
-                    ("file_name", name.to_string()),
-                ],
+                vec![("file_type", file_type), ("file_name", name)],
                 "file",
             ),
         };
         let url = format!("{}/open-apis/im/v1/{path}", self.base);
         let boundary = format!("fb{:032x}", rand::random::<u128>());
-        let body = multipart(&boundary, &fields, (file_field, name, bytes));
+        let body = crate::media::multipart::form(&boundary, &fields, (file_field, name, bytes));
         let content_type = format!("multipart/form-data; boundary={boundary}");
         let answer = self
             .raw(endpoint, 64 * 1024, move |http, token| {

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use super::{
     FeishuClient, OpenApiError,
     budget::Urgency,
+    call::reset_after,
     codes::{self, RATE_LIMITED, TOKEN_INVALID},
 };
 
@@ -91,6 +92,7 @@ impl FeishuClient {
                 }
             };
             let status = resp.status();
+            let reset = reset_after(resp.headers());
             let content_type = resp
                 .headers()
                 .get(reqwest::header::CONTENT_TYPE)
@@ -116,7 +118,7 @@ impl FeishuClient {
                     continue;
                 }
             };
-            match refusal(endpoint, status, &got.bytes) {
+            match refusal(endpoint, status, reset, &got.bytes) {
                 None => {
                     got.content_type = content_type;
                     return Ok(Answered::Read(got));
@@ -153,7 +155,12 @@ enum Refused {
 
 /// Sorts out an answer that is JSON or an error status; `None` for a success: code 0,
 /// or JSON without an Open API code (the resource itself: a `.json` file, say).
-fn refusal(endpoint: &'static str, status: reqwest::StatusCode, body: &[u8]) -> Option<Refused> {
+fn refusal(
+    endpoint: &'static str,
+    status: reqwest::StatusCode,
+    reset: Option<Duration>,
+    body: &[u8],
+) -> Option<Refused> {
     #[derive(Deserialize)]
     struct Coded {
         code: i64,
@@ -181,7 +188,8 @@ fn refusal(endpoint: &'static str, status: reqwest::StatusCode, body: &[u8]) -> 
     if status.as_u16() == 429 || codes::is(&RATE_LIMITED, coded.code) {
         return Some(Refused::Retry(OpenApiError::RateLimited {
             code: coded.code,
-            reset: Some(Duration::from_secs(1)),
+            // What `x-ogw-ratelimit-reset` says, else a second.
+            reset: Some(reset.unwrap_or(Duration::from_secs(1))),
         }));
     }
     let e = OpenApiError::Api {
@@ -217,68 +225,24 @@ async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Fetched,
     })
 }
 
-/// A `multipart/form-data` body: the text fields, then the file.
-pub(super) fn multipart(
-    boundary: &str,
-    fields: &[(&str, String)],
-    file: (&str, &str, &[u8]),
-) -> Vec<u8> {
-    let mut body = Vec::with_capacity(file.2.len() + 512);
-    for (name, value) in fields {
-        body.extend_from_slice(
-            format!(
-                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
-            )
-            .as_bytes(),
-        );
-    }
-    let (field, name, bytes) = file;
-    let name = name.replace(['"', '\r', '\n'], "_");
-    body.extend_from_slice(
-        format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"; filename=\"{name}\"\r\n\
-             Content-Type: application/octet-stream\r\n\r\n"
-        )
-        .as_bytes(),
-    );
-    body.extend_from_slice(bytes);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    body
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_multipart_body_has_its_fields_then_its_file() {
-        let body = multipart(
-            "B",
-            &[("image_type", "message".into())],
-            ("image", "a\"b.png", b"PNG"),
-        );
-        let text = String::from_utf8_lossy(&body);
-        assert!(text.starts_with(
-            "--B\r\nContent-Disposition: form-data; name=\"image_type\"\r\n\r\nmessage\r\n"
-        ));
-        assert!(text.contains("filename=\"a_b.png\""), "{text}");
-        assert!(text.ends_with("PNG\r\n--B--\r\n"), "{text}");
-    }
-
-    #[test]
     fn refusals_are_sorted_by_code() {
         let ok = br#"{"code":0,"msg":"ok"}"#;
-        assert!(refusal("e", reqwest::StatusCode::OK, ok).is_none());
+        assert!(refusal("e", reqwest::StatusCode::OK, None, ok).is_none());
         let gone = br#"{"code":234003,"msg":"File not in msg."}"#;
         assert!(matches!(
-            refusal("e", reqwest::StatusCode::BAD_REQUEST, gone),
+            refusal("e", reqwest::StatusCode::BAD_REQUEST, None, gone),
             Some(Refused::Final(OpenApiError::Api { code: 234003, .. }))
         ));
         assert!(matches!(
-            refusal("e", reqwest::StatusCode::BAD_GATEWAY, b"<html>"),
+            refusal("e", reqwest::StatusCode::BAD_GATEWAY, None, b"<html>"),
             Some(Refused::Retry(_))
         ));
         // A JSON file downloaded is not an answer.
-        assert!(refusal("e", reqwest::StatusCode::OK, br#"{"level":"error"}"#).is_none());
+        assert!(refusal("e", reqwest::StatusCode::OK, None, br#"{"level":"error"}"#).is_none());
     }
 }

@@ -8,7 +8,7 @@
 
 use axum::{
     Json,
-    body::Body,
+    body::{Body, Bytes},
     extract::State,
     http::{HeaderMap, StatusCode},
 };
@@ -121,7 +121,7 @@ pub async fn post(
         .map_err(ApiError::store)?
         .filter(|t| t.profile == profile)
         .ok_or_else(|| ApiError::NoSuchTurn(turn_id.clone()))?;
-    let a = Attachment::read(&headers, &body)?;
+    let a = Attachment::read(&headers, body.clone()).await?;
     let client = app
         .clients
         .get(&profile)
@@ -135,7 +135,7 @@ pub async fn post(
         })?;
     let key = match a.idempotency_key {
         Some(k) => k.to_string(),
-        None => hex::encode(&digest(&[a.kind.as_bytes(), a.name.as_bytes(), a.data])[..16]),
+        None => hex::encode(&digest(&[a.kind.as_bytes(), a.name.as_bytes(), &a.data])[..16]),
     };
     let new = NewAttachment {
         turn_id: &turn_id,
@@ -178,7 +178,7 @@ pub async fn post(
         }
     };
     let resource = client
-        .upload(upload, &a.name, a.data)
+        .upload(upload, &a.name, &a.data)
         .await
         .map_err(failed)?;
     let content = match upload {
@@ -215,7 +215,7 @@ pub async fn post(
 
 /// What the request asks to send.
 struct Attachment<'a> {
-    data: &'a [u8],
+    data: Bytes,
     name: String,
     kind: &'static str,
     idempotency_key: Option<&'a str>,
@@ -224,7 +224,7 @@ struct Attachment<'a> {
 impl<'a> Attachment<'a> {
     /// Reads and checks the request: multipart, a file part within Feishu's limits, a
     /// known kind, a sane key.
-    fn read(headers: &'a HeaderMap, body: &'a [u8]) -> Result<Self, ApiError> {
+    async fn read(headers: &'a HeaderMap, body: Bytes) -> Result<Self, ApiError> {
         let bad = |m: &str| ApiError::BadRequest(m.to_string());
         let content_type = headers
             .get(axum::http::header::CONTENT_TYPE)
@@ -232,12 +232,14 @@ impl<'a> Attachment<'a> {
             .unwrap_or_default();
         let boundary = multipart::boundary(content_type)
             .ok_or_else(|| bad("the body must be multipart/form-data with a boundary"))?;
-        let parts = multipart::parse(body, &boundary).map_err(bad)?;
+        let parts = multipart::parse(body, &boundary)
+            .await
+            .map_err(|e| bad(&e))?;
         let field = |n: &str| parts.iter().find(|p| p.name == n);
         let file = field("file").ok_or_else(|| bad("a `file` part is required"))?;
         let text = |n: &str| {
             field(n)
-                .map(|p| String::from_utf8_lossy(p.data).trim().to_string())
+                .map(|p| String::from_utf8_lossy(&p.data).trim().to_string())
                 .filter(|s| !s.is_empty())
         };
         let name = text("name")
@@ -290,7 +292,7 @@ impl<'a> Attachment<'a> {
             ));
         }
         Ok(Self {
-            data: file.data,
+            data: file.data.clone(),
             name,
             kind,
             idempotency_key,

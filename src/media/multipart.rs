@@ -1,104 +1,113 @@
-//! Reading a `multipart/form-data` body (an agent's attachment): its parts, each with
-//! its field name, file name and bytes. Bounded by the body it reads; refuses what does
-//! not follow the format rather than guessing.
+//! `multipart/form-data` bodies: written for the Open API's uploads ([`form`]), and read
+//! with `multer` (an agent's attachment): its parts, each with its field name, file name
+//! and bytes. The body is read whole first (its
+//! signature covers the raw bytes), so the parts are bounded by it; a body that does not
+//! follow the format is refused with multer's reason.
+
+use axum::body::Bytes;
+
+/// The most parts a body may have.
+const MAX_PARTS: usize = 16;
 
 /// One part of the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Part<'a> {
+pub struct Part {
     /// The field's `name`.
     pub name: String,
     /// The `filename`, for a file part.
     pub filename: Option<String>,
-    pub data: &'a [u8],
+    pub data: Bytes,
+}
+
+/// A `multipart/form-data` body: the text fields, then the file.
+pub fn form(boundary: &str, fields: &[(&str, &str)], file: (&str, &str, &[u8])) -> Vec<u8> {
+    let mut body = Vec::with_capacity(file.2.len() + 512);
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    let (field, name, bytes) = file;
+    let name = name.replace(['"', '\r', '\n'], "_");
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"; filename=\"{name}\"\r\n\
+             Content-Type: application/octet-stream\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    body
 }
 
 /// The `boundary` of a `multipart/form-data` content type.
 pub fn boundary(content_type: &str) -> Option<String> {
-    let (kind, params) = content_type.split_once(';')?;
-    if !kind.trim().eq_ignore_ascii_case("multipart/form-data") {
-        return None;
-    }
-    params.split(';').find_map(|p| {
-        let (k, v) = p.split_once('=')?;
-        k.trim()
-            .eq_ignore_ascii_case("boundary")
-            .then(|| v.trim().trim_matches('"').to_string())
-            .filter(|b| !b.is_empty() && b.len() <= 200)
-    })
-}
-
-fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
-    hay.get(from..)?
-        .windows(needle.len())
-        .position(|w| w == needle)
-        .map(|i| i + from)
+    multer::parse_boundary(content_type)
+        .ok()
+        .filter(|b| !b.is_empty() && b.len() <= 200)
 }
 
 /// The parts of `body`, in order.
-pub fn parse<'a>(body: &'a [u8], boundary: &str) -> Result<Vec<Part<'a>>, &'static str> {
-    let delimiter = format!("--{boundary}");
-    let next = format!("\r\n--{boundary}");
-    let mut at = find(body, delimiter.as_bytes(), 0).ok_or("no multipart boundary in the body")?
-        + delimiter.len();
+pub async fn parse(body: Bytes, boundary: &str) -> Result<Vec<Part>, String> {
+    let stream = futures_util::stream::once(async move { Ok::<_, std::io::Error>(body) });
+    let mut form = multer::Multipart::new(stream, boundary);
     let mut parts = Vec::new();
-    loop {
-        if body.get(at..at + 2) == Some(b"--") {
-            return Ok(parts);
+    while let Some(field) = form.next_field().await.map_err(|e| e.to_string())? {
+        if parts.len() == MAX_PARTS {
+            return Err("too many multipart parts".into());
         }
-        if body.get(at..at + 2) != Some(b"\r\n") {
-            return Err("a multipart boundary is not followed by a line end");
-        }
-        at += 2;
-        let head_end = find(body, b"\r\n\r\n", at).ok_or("a multipart part has no header end")?;
-        let head = std::str::from_utf8(&body[at..head_end])
-            .map_err(|_| "a multipart part header is not UTF-8")?;
-        let (name, filename) = disposition(head).ok_or("a multipart part has no field name")?;
-        let start = head_end + 4;
-        let end = find(body, next.as_bytes(), start).ok_or("the multipart body is cut off")?;
+        let name = field
+            .name()
+            .ok_or("a multipart part has no field name")?
+            .to_string();
+        let filename = field.file_name().map(str::to_string);
+        let data = field.bytes().await.map_err(|e| e.to_string())?;
         parts.push(Part {
             name,
             filename,
-            data: &body[start..end],
+            data,
         });
-        at = end + next.len();
-        if parts.len() > 16 {
-            return Err("too many multipart parts");
-        }
     }
-}
-
-/// `name` and `filename` of a part's `Content-Disposition: form-data` header.
-fn disposition(head: &str) -> Option<(String, Option<String>)> {
-    let line = head.lines().find(|l| {
-        l.split_once(':')
-            .is_some_and(|(k, _)| k.trim().eq_ignore_ascii_case("content-disposition"))
-    })?;
-    let (_, value) = line.split_once(':')?;
-    let param = |key: &str| {
-        value.split(';').find_map(|p| {
-            let (k, v) = p.split_once('=')?;
-            (k.trim() == key).then(|| v.trim().trim_matches('"').to_string())
-        })
-    };
-    Some((param("name")?, param("filename")))
+    Ok(parts)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn parts_are_read_with_their_names_and_bytes() {
-        let body = b"--XY\r\nContent-Disposition: form-data; name=\"kind\"\r\n\r\nimage\r\n\
---XY\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.png\"\r\nContent-Type: image/png\r\n\r\n\x89PNG\r\n--\r\n--XY--\r\n";
-        let parts = parse(body, "XY").expect("parses");
+    #[tokio::test]
+    async fn parts_are_read_with_their_names_and_bytes() {
+        let body = Bytes::from_static(
+            b"--XY\r\nContent-Disposition: form-data; name=\"kind\"\r\n\r\nimage\r\n\
+--XY\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.png\"\r\nContent-Type: image/png\r\n\r\n\x89PNG\r\n--\r\n--XY--\r\n",
+        );
+        let parts = parse(body, "XY").await.expect("parses");
         assert_eq!(parts.len(), 2);
         assert_eq!(
-            (parts[0].name.as_str(), parts[0].data),
+            (parts[0].name.as_str(), &parts[0].data[..]),
             ("kind", &b"image"[..])
         );
         assert_eq!(parts[1].filename.as_deref(), Some("a.png"));
-        assert_eq!(parts[1].data, b"\x89PNG\r\n--");
+        assert_eq!(&parts[1].data[..], b"\x89PNG\r\n--");
+    }
+
+    #[test]
+    fn a_multipart_body_has_its_fields_then_its_file() {
+        let body = form(
+            "B",
+            &[("image_type", "message")],
+            ("image", "a\"b.png", b"PNG"),
+        );
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.starts_with(
+            "--B\r\nContent-Disposition: form-data; name=\"image_type\"\r\n\r\nmessage\r\n"
+        ));
+        assert!(text.contains("filename=\"a_b.png\""), "{text}");
+        assert!(text.ends_with("PNG\r\n--B--\r\n"), "{text}");
     }
 
     #[test]
@@ -110,9 +119,10 @@ mod tests {
         assert_eq!(boundary("application/json"), None);
     }
 
-    #[test]
-    fn a_cut_body_is_refused() {
-        let body = b"--XY\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nabc";
-        assert!(parse(body, "XY").is_err());
+    #[tokio::test]
+    async fn a_cut_body_is_refused() {
+        let body =
+            Bytes::from_static(b"--XY\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nabc");
+        assert!(parse(body, "XY").await.is_err());
     }
 }

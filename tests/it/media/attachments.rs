@@ -20,22 +20,7 @@ use crate::{
 /// A multipart body: `fields`, then `file` named `filename`.
 fn multipart(fields: &[(&str, &str)], filename: &str, file: &[u8]) -> (String, Vec<u8>) {
     let boundary = "test-boundary-7d1f";
-    let mut body = Vec::new();
-    for (k, v) in fields {
-        body.extend(
-            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{v}\r\n")
-                .into_bytes(),
-        );
-    }
-    body.extend(
-        format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{filename}\"\r\n\
-             Content-Type: application/octet-stream\r\n\r\n"
-        )
-        .into_bytes(),
-    );
-    body.extend_from_slice(file);
-    body.extend(format!("\r\n--{boundary}--\r\n").into_bytes());
+    let body = feishu_bridge::media::multipart::form(boundary, fields, ("file", filename, file));
     (format!("multipart/form-data; boundary={boundary}"), body)
 }
 

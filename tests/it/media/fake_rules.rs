@@ -14,22 +14,7 @@ use crate::{
 /// A multipart upload to `path` with text `fields` and the file part `file_field`.
 async fn upload(api: &Api, path: &str, fields: &[(&str, &str)], file: (&str, &[u8])) -> Value {
     let boundary = "fake-rules-b";
-    let mut body = Vec::new();
-    for (k, v) in fields {
-        body.extend(
-            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{v}\r\n")
-                .into_bytes(),
-        );
-    }
-    body.extend(
-        format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"{}\"; filename=\"x\"\r\n\r\n",
-            file.0
-        )
-        .into_bytes(),
-    );
-    body.extend_from_slice(file.1);
-    body.extend(format!("\r\n--{boundary}--\r\n").into_bytes());
+    let body = feishu_bridge::media::multipart::form(boundary, fields, (file.0, "x", file.1));
     api.request(Method::POST, path)
         .header(
             "content-type",

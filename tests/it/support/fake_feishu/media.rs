@@ -20,6 +20,7 @@ use axum::{
     http::{HeaderMap, StatusCode, Uri, header},
     response::{IntoResponse, Response},
 };
+use feishu_bridge::media::multipart;
 use serde_json::{Value, json};
 
 use super::{FakeState, gate::success};
@@ -305,7 +306,7 @@ async fn upload(
         )
         .into_response()
     };
-    let Some(parts) = form_parts(headers, raw) else {
+    let Some(parts) = form_parts(headers, raw).await else {
         return invalid();
     };
     let text = |n: &str| {
@@ -372,37 +373,14 @@ async fn upload(
 
 /// The parts of a multipart body: (field name, filename, bytes). `None` when the body
 /// is not `multipart/form-data` as Feishu expects it.
-fn form_parts(headers: &HeaderMap, raw: &[u8]) -> Option<Vec<FormPart>> {
+async fn form_parts(headers: &HeaderMap, raw: &Bytes) -> Option<Vec<FormPart>> {
     let ct = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-    let boundary = ct.split("boundary=").nth(1)?.trim_matches('"');
-    let delimiter = format!("--{boundary}");
-    let text = raw;
-    let mut out = Vec::new();
-    let positions: Vec<usize> = text
-        .windows(delimiter.len())
-        .enumerate()
-        .filter(|(_, w)| *w == delimiter.as_bytes())
-        .map(|(i, _)| i)
-        .collect();
-    for pair in positions.windows(2) {
-        let part = &text[pair[0] + delimiter.len() + 2..pair[1] - 2];
-        let split = part.windows(4).position(|w| w == b"\r\n\r\n")?;
-        let head = String::from_utf8_lossy(&part[..split]).to_string();
-        let head = head
-            .lines()
-            .find(|l| l.to_ascii_lowercase().starts_with("content-disposition"))?
-            .to_string();
-        let param = |k: &str| {
-            head.split(';').find_map(|p| {
-                let (key, v) = p.trim().split_once('=')?;
-                (key == k).then(|| v.trim_matches('"').to_string())
-            })
-        };
-        out.push((
-            param("name")?,
-            param("filename"),
-            part[split + 4..].to_vec(),
-        ));
-    }
-    Some(out)
+    let boundary = multipart::boundary(ct)?;
+    let parts = multipart::parse(raw.clone(), &boundary).await.ok()?;
+    Some(
+        parts
+            .into_iter()
+            .map(|p| (p.name, p.filename, p.data.to_vec()))
+            .collect(),
+    )
 }
