@@ -27,7 +27,6 @@ use crate::{
     protocol::{
         content,
         events::{self, MessageReceive, TypedEvent},
-        media,
     },
     routing::{self, Inbound, Place, Reason, Record, Sender, Verdict},
     store::{
@@ -413,7 +412,7 @@ impl Pipeline {
                     content.mentions_all,
                     msg.parent_id.as_deref(),
                 ),
-                &media::refs(&msg.message_type, &msg.content),
+                &content.media,
             ),
             text: content.text,
             bot_open_id: bot,

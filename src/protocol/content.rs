@@ -29,6 +29,8 @@ pub struct Normalized {
     pub placeholder: bool,
     /// Display names learned from the mentions: `(open_id, name)`.
     pub names: Vec<(String, String)>,
+    /// What the message carries besides text (images, a file, a bundle, doc links).
+    pub media: Vec<super::media::MediaRef>,
 }
 
 const ALL_KEYS: [&str; 2] = ["@_all", "all"];
@@ -64,6 +66,7 @@ pub fn normalize(
             placeholder(other, &value)
         }
     };
+    out.media = super::media::refs_in(message_type, &value);
     // U+0000 is invisible, and Postgres text cannot hold it: gone on both backends.
     out.text = tidy(&text.replace('\0', ""));
     out

@@ -45,18 +45,25 @@ impl MediaRef {
 
 /// The references in a message's content.
 pub fn refs(message_type: &str, content: &str) -> Vec<MediaRef> {
-    let value: Value = serde_json::from_str(content).unwrap_or(Value::Null);
+    refs_in(
+        message_type,
+        &serde_json::from_str(content).unwrap_or(Value::Null),
+    )
+}
+
+/// [`refs`] of content already parsed (normalizing a message parses it once for both).
+pub fn refs_in(message_type: &str, value: &Value) -> Vec<MediaRef> {
     let s = |v: &Value, k: &str| v[k].as_str().filter(|s| is_key(s)).map(str::to_string);
     let mut out = Vec::new();
     match message_type {
-        "image" => out.extend(s(&value, "image_key").map(|key| MediaRef::Image { key })),
-        "file" => out.extend(s(&value, "file_key").map(|key| MediaRef::File {
+        "image" => out.extend(s(value, "image_key").map(|key| MediaRef::Image { key })),
+        "file" => out.extend(s(value, "file_key").map(|key| MediaRef::File {
             key,
             name: value["file_name"].as_str().unwrap_or("file").to_string(),
         })),
         "merge_forward" => out.push(MediaRef::Bundle),
         "text" => docs_in(value["text"].as_str().unwrap_or_default(), &mut out),
-        "post" => post_refs(&value, &mut out),
+        "post" => post_refs(value, &mut out),
         _ => {}
     }
     let mut seen = Vec::new();

@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{
-    permission::{Sender, may_invoke},
+    permission::{Sender, group_admits, may_invoke, owner_of},
     verdict::Reason,
 };
-use crate::config::{Profile, Workspace, WorkspaceMode};
+use crate::config::{Profile, Workspace};
 
 /// The person whose request started a chain: every hop runs on their behalf.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -223,16 +223,8 @@ pub fn admit(
     chat_id: &str,
     person: &Requester,
 ) -> Result<(), Reason> {
-    if !target.group_enabled {
-        return Err(Reason::GroupDisabled);
-    }
-    if !target.allow_chats.is_empty() && !target.allow_chats.iter().any(|c| c == chat_id) {
-        return Err(Reason::ChatNotAllowed);
-    }
-    let owner = workspace
-        .filter(|w| w.mode == WorkspaceMode::OwnerOnly)
-        .map(|w| w.owner.as_deref().unwrap_or_default());
-    may_invoke(target, owner, &person.sender())
+    group_admits(target, chat_id)?;
+    may_invoke(target, owner_of(workspace), &person.sender())
 }
 
 /// The open_ids an answer mentions with `<at …>` tags (`user_id`, `open_id` or `id`

@@ -2,7 +2,7 @@
 //! Observing a message never grants either.
 
 use super::{session_key::Place, verdict::Reason};
-use crate::config::Profile;
+use crate::config::{Profile, Workspace, WorkspaceMode};
 
 /// The sender, as the event names it.
 #[derive(Debug, Clone, Default)]
@@ -29,6 +29,26 @@ impl Sender<'_> {
             .flatten()
             .any(|id| !id.is_empty() && list.iter().any(|a| a == id))
     }
+}
+
+/// Whether the profile takes part in the group chat `chat_id` at all: `group_enabled`,
+/// and one of `allow_chats` when set. `Err` names the reason.
+pub fn group_admits(p: &Profile, chat_id: &str) -> Result<(), Reason> {
+    if !p.group_enabled {
+        return Err(Reason::GroupDisabled);
+    }
+    if !p.allow_chats.is_empty() && !p.allow_chats.iter().any(|c| c == chat_id) {
+        return Err(Reason::ChatNotAllowed);
+    }
+    Ok(())
+}
+
+/// The owner of a workspace in `owner_only` mode (empty when it names none, so that no
+/// one matches), for [`may_invoke`]; `None` in any other mode.
+pub fn owner_of(workspace: Option<&Workspace>) -> Option<&str> {
+    workspace
+        .filter(|w| w.mode == WorkspaceMode::OwnerOnly)
+        .map(|w| w.owner.as_deref().unwrap_or_default())
 }
 
 /// Whether `sender` may invoke the profile's agent: one of `allow_users` (when set) and,

@@ -18,7 +18,7 @@
 
 use super::{
     Command, Place,
-    permission::{Sender, may_invoke},
+    permission::{Sender, group_admits, may_invoke, owner_of},
     verdict::{Reason, Verdict},
 };
 use crate::{
@@ -134,11 +134,8 @@ fn route_dm(m: &Inbound<'_>) -> Route {
 
 fn route_group(m: &Inbound<'_>) -> Route {
     let p = m.profile;
-    if !p.group_enabled {
-        return Route::ignored(Reason::GroupDisabled);
-    }
-    if !p.allow_chats.is_empty() && !p.allow_chats.contains(&m.place.chat_id) {
-        return Route::ignored(Reason::ChatNotAllowed);
+    if let Err(reason) = group_admits(p, &m.place.chat_id) {
+        return Route::ignored(reason);
     }
     if m.bot_open_id.is_none() {
         return Route::ignored(Reason::BotIdentityUnknown);
@@ -188,12 +185,7 @@ fn route_group(m: &Inbound<'_>) -> Route {
     if !intent {
         return observe_only(Reason::NoMention);
     }
-    let owner = (mode == WorkspaceMode::OwnerOnly).then(|| {
-        m.workspace
-            .and_then(|w| w.owner.as_deref())
-            .unwrap_or_default()
-    });
-    if let Err(reason) = may_invoke(p, owner, &m.sender) {
+    if let Err(reason) = may_invoke(p, owner_of(m.workspace), &m.sender) {
         return observe_only(reason);
     }
     // The request itself is not discussion: only a root keeps its topic_root record.
