@@ -269,7 +269,7 @@ impl FeishuClient {
         };
         let url = format!("{}/open-apis/im/v1/{path}", self.base);
         let boundary = format!("fb{:032x}", rand::random::<u128>());
-        let body = crate::media::multipart::form(&boundary, &fields, (file_field, name, bytes));
+        let body = super::raw::multipart_form(&boundary, &fields, (file_field, name, bytes));
         let content_type = format!("multipart/form-data; boundary={boundary}");
         let answer = self
             .raw(endpoint, 64 * 1024, move |http, token| {

@@ -27,5 +27,6 @@ mod token;
 pub use budget::{ApiShare, Budget, Ledger, Urgency};
 pub use client::FeishuClient;
 pub use error::OpenApiError;
+pub use raw::multipart_form;
 pub use read::FetchedMessage;
 pub use token::REFRESH_RETRY;

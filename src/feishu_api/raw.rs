@@ -225,9 +225,53 @@ async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Fetched,
     })
 }
 
+/// A `multipart/form-data` body: the text fields, then the file.
+pub fn multipart_form(
+    boundary: &str,
+    fields: &[(&str, &str)],
+    file: (&str, &str, &[u8]),
+) -> Vec<u8> {
+    let mut body = Vec::with_capacity(file.2.len() + 512);
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    let (field, name, bytes) = file;
+    let name = name.replace(['"', '\r', '\n'], "_");
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"; filename=\"{name}\"\r\n\
+             Content-Type: application/octet-stream\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    body
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_multipart_body_has_its_fields_then_its_file() {
+        let body = multipart_form(
+            "B",
+            &[("image_type", "message")],
+            ("image", "a\"b.png", b"PNG"),
+        );
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.starts_with(
+            "--B\r\nContent-Disposition: form-data; name=\"image_type\"\r\n\r\nmessage\r\n"
+        ));
+        assert!(text.contains("filename=\"a_b.png\""), "{text}");
+        assert!(text.ends_with("PNG\r\n--B--\r\n"), "{text}");
+    }
 
     #[test]
     fn refusals_are_sorted_by_code() {

@@ -1,6 +1,6 @@
-//! `multipart/form-data` bodies: written for the Open API's uploads ([`form`]), and read
-//! with `multer` (an agent's attachment): its parts, each with its field name, file name
-//! and bytes. The body is read whole first (its
+//! Reading a `multipart/form-data` body (an agent's attachment) with `multer`: its parts,
+//! each with its field name, file name and bytes (the Open API's upload bodies are written
+//! by `feishu_api::multipart_form`). The body is read whole first (its
 //! signature covers the raw bytes), so the parts are bounded by it; a body that does not
 //! follow the format is refused with multer's reason.
 
@@ -17,31 +17,6 @@ pub struct Part {
     /// The `filename`, for a file part.
     pub filename: Option<String>,
     pub data: Bytes,
-}
-
-/// A `multipart/form-data` body: the text fields, then the file.
-pub fn form(boundary: &str, fields: &[(&str, &str)], file: (&str, &str, &[u8])) -> Vec<u8> {
-    let mut body = Vec::with_capacity(file.2.len() + 512);
-    for (name, value) in fields {
-        body.extend_from_slice(
-            format!(
-                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
-            )
-            .as_bytes(),
-        );
-    }
-    let (field, name, bytes) = file;
-    let name = name.replace(['"', '\r', '\n'], "_");
-    body.extend_from_slice(
-        format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"; filename=\"{name}\"\r\n\
-             Content-Type: application/octet-stream\r\n\r\n"
-        )
-        .as_bytes(),
-    );
-    body.extend_from_slice(bytes);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    body
 }
 
 /// The `boundary` of a `multipart/form-data` content type.
@@ -93,21 +68,6 @@ mod tests {
         );
         assert_eq!(parts[1].filename.as_deref(), Some("a.png"));
         assert_eq!(&parts[1].data[..], b"\x89PNG\r\n--");
-    }
-
-    #[test]
-    fn a_multipart_body_has_its_fields_then_its_file() {
-        let body = form(
-            "B",
-            &[("image_type", "message")],
-            ("image", "a\"b.png", b"PNG"),
-        );
-        let text = String::from_utf8_lossy(&body);
-        assert!(text.starts_with(
-            "--B\r\nContent-Disposition: form-data; name=\"image_type\"\r\n\r\nmessage\r\n"
-        ));
-        assert!(text.contains("filename=\"a_b.png\""), "{text}");
-        assert!(text.ends_with("PNG\r\n--B--\r\n"), "{text}");
     }
 
     #[test]

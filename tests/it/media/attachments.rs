@@ -20,7 +20,8 @@ use crate::{
 /// A multipart body: `fields`, then `file` named `filename`.
 fn multipart(fields: &[(&str, &str)], filename: &str, file: &[u8]) -> (String, Vec<u8>) {
     let boundary = "test-boundary-7d1f";
-    let body = feishu_bridge::media::multipart::form(boundary, fields, ("file", filename, file));
+    let body =
+        feishu_bridge::feishu_api::multipart_form(boundary, fields, ("file", filename, file));
     (format!("multipart/form-data; boundary={boundary}"), body)
 }
 

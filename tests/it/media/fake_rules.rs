@@ -14,7 +14,7 @@ use crate::{
 /// A multipart upload to `path` with text `fields` and the file part `file_field`.
 async fn upload(api: &Api, path: &str, fields: &[(&str, &str)], file: (&str, &[u8])) -> Value {
     let boundary = "fake-rules-b";
-    let body = feishu_bridge::media::multipart::form(boundary, fields, (file.0, "x", file.1));
+    let body = feishu_bridge::feishu_api::multipart_form(boundary, fields, (file.0, "x", file.1));
     api.request(Method::POST, path)
         .header(
             "content-type",
