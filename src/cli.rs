@@ -58,6 +58,10 @@ pub enum Command {
         /// Print JSON (the REST shape) instead of the report.
         #[arg(long)]
         json: bool,
+        /// Re-run the decision's selection with this setting (`key=value`, repeatable;
+        /// see docs/context.md) and print the diff; no agent is called.
+        #[arg(long = "what-if", value_name = "KEY=VALUE")]
+        what_if: Vec<String>,
     },
     /// Print a date's daily digests, reading the database directly (works while the
     /// server is down).

@@ -90,6 +90,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             decision_id,
             verbose,
             json,
+            what_if,
         } => {
             let profile = profile
                 .or_else(|| config.profiles.first().map(|p| p.name.clone()))
@@ -101,9 +102,12 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 decision_id,
                 verbose,
             };
-            ops::explain(&config, q, json)
-                .await
-                .map(|report| print!("{report}"))
+            let report = if what_if.is_empty() {
+                ops::explain(&config, q, json).await
+            } else {
+                ops::what_if(&config, q, &what_if, json).await
+            };
+            report.map(|report| print!("{report}"))
         }
         Command::Digest { date } => ops::digests::show(&config, date.as_deref())
             .await

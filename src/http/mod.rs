@@ -25,6 +25,7 @@ mod turn_events;
 mod turns;
 mod verdicts;
 mod webhook;
+mod what_if;
 
 pub use auth::{Admin, AdminAuth};
 pub use error::{AdminErrors, ApiError, CallbackErrors, ErrorBody, ErrorDetail};

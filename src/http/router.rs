@@ -15,6 +15,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::{
     AppState, agent_callback, api_doc::ApiDoc, asks, attachments, digests, error, explain, feed,
     health, media, metrics, reshape, sessions, status, turn_events, turns, verdicts, webhook,
+    what_if,
 };
 
 /// Every route, with its OpenAPI description (no state, no layers).
@@ -30,6 +31,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(sessions::get, sessions::reset))
         .routes(routes!(verdicts::message))
         .routes(routes!(explain::explain))
+        .routes(routes!(what_if::what_if))
         .routes(routes!(agent_callback::output))
         .routes(routes!(turn_events::post))
         .routes(routes!(attachments::post))

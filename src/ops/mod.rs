@@ -1,13 +1,17 @@
-//! One-shot CLI commands: `migrate`, `check-config`, `healthcheck`, `explain`, `digest`.
+//! One-shot CLI commands: `migrate`, `check-config`, `healthcheck`, `explain` (and
+//! its what-if), `digest`.
 
 pub mod digests;
 pub mod simulate;
+mod what_if;
 
 use std::time::Duration;
 
 use anyhow::Context as _;
 
 use crate::{config::Config, store};
+
+pub use what_if::what_if;
 
 /// Applies migrations and reports the backend.
 pub async fn migrate(config: &Config) -> anyhow::Result<String> {

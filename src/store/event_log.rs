@@ -212,6 +212,27 @@ pub trait EventLog: Send + Sync + 'static {
         scope: &str,
         cap: i64,
     ) -> Result<Vec<Candidate>, StoreError>;
+    /// Items by id as the log holds them now, any profile (what-if explain reads back
+    /// the candidates a decision looked at): a recalled item comes flagged with its text
+    /// gone; an id no longer in the log (purged) is absent.
+    async fn candidates_by_id(&self, item_ids: &[i64]) -> Result<Vec<Candidate>, StoreError>;
+    /// [`EventLog::thread_candidates`] as of a moment: the newest `window` said no later
+    /// than `said_by` (Feishu's create time).
+    async fn thread_candidates_said_by(
+        &self,
+        thread: ProfileThread<'_>,
+        said_by: UnixMs,
+        window: i64,
+    ) -> Result<Vec<Candidate>, StoreError>;
+    /// The newest `cap` items this profile observed in a history scope, said no later
+    /// than `said_by`, whatever the watermark says (newest by record order).
+    async fn scope_candidates_said_by(
+        &self,
+        profile: &str,
+        scope: &str,
+        said_by: UnixMs,
+        cap: i64,
+    ) -> Result<Vec<Candidate>, StoreError>;
     /// The recorded topic root of a thread (this profile's record first), not recalled:
     /// (text, author label).
     async fn topic_root(

@@ -60,4 +60,5 @@ mod turn_events;
 mod turns;
 mod vectors;
 mod vocabulary;
+mod what_if;
 mod worker;

@@ -69,7 +69,7 @@ pub(crate) fn select_events(where_clause: &str) -> String {
     )
 }
 
-const CANDIDATE_COLUMNS: &str = "i.id AS item_id, e.id AS event_id, e.created_at, \
+pub(crate) const CANDIDATE_COLUMNS: &str = "i.id AS item_id, e.id AS event_id, e.created_at, \
      i.item_type, e.bot_profile, e.bridge_id, e.message_id, i.author_label, i.text, i.truncated, \
      e.recalled";
 
@@ -414,6 +414,29 @@ impl<DB: Dialect> EventLog for SqlStore<DB> {
         let q = pending_candidates();
         let query = sqlx::query_as(&q).bind(profile).bind(scope).bind(cap);
         self.fetch(query.fetch_all(&self.pool)).await
+    }
+
+    async fn candidates_by_id(&self, item_ids: &[i64]) -> Result<Vec<Candidate>, StoreError> {
+        self.read_candidates_by_id(item_ids).await
+    }
+
+    async fn thread_candidates_said_by(
+        &self,
+        t: ProfileThread<'_>,
+        said_by: UnixMs,
+        window: i64,
+    ) -> Result<Vec<Candidate>, StoreError> {
+        self.read_thread_said_by(t, said_by, window).await
+    }
+
+    async fn scope_candidates_said_by(
+        &self,
+        profile: &str,
+        scope: &str,
+        said_by: UnixMs,
+        cap: i64,
+    ) -> Result<Vec<Candidate>, StoreError> {
+        self.read_scope_said_by(profile, scope, said_by, cap).await
     }
 
     async fn topic_root(

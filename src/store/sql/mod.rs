@@ -17,6 +17,7 @@ pub(crate) mod decisions;
 pub(crate) mod dialect;
 pub(crate) mod digests;
 pub(crate) mod event_log;
+pub(crate) mod event_log_as_of;
 pub(crate) mod feed;
 pub(crate) mod handoffs;
 pub(crate) mod inbox;

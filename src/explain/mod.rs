@@ -2,7 +2,18 @@
 //! store's decision row turned into the [`crate::context::report::Explanation`] that
 //! `GET /explain/{root}` and the `explain` CLI show. Shared, so the server and the CLI
 //! (which reads the database directly and works while the server is down) print the
-//! same thing.
+//! same thing. What-if explain (`what_if`) re-runs a decision's selection under other
+//! settings: `recorded` reads what the decision holds, `what_if` selects again through
+//! the same selector, `diff` compares the two.
+
+mod diff;
+mod overrides;
+mod recorded;
+mod what_if;
+
+pub use diff::{Diff, Trimmed, render_what_if};
+pub use overrides::Overrides;
+pub use what_if::{Settings, WhatIf, WouldBe, what_if};
 
 use crate::{
     context::report::{
@@ -48,17 +59,7 @@ pub async fn load<S>(store: &S, q: &Query<'_>) -> Result<Option<Explanation>, St
 where
     S: DecisionStore + TurnStore + FeedStore + AskStore + HandoffStore + ?Sized,
 {
-    let row = match q.decision_id {
-        Some(id) => store.decision(id).await?.filter(|d| {
-            d.decision.bot_profile == q.profile && d.decision.root_msg_id == q.root_msg_id
-        }),
-        None => {
-            store
-                .latest_decision(q.profile, q.root_msg_id, q.message_id)
-                .await?
-        }
-    };
-    let Some(row) = row else {
+    let Some(row) = find(store, q).await? else {
         return Ok(None);
     };
     let turn = store.turn_of_decision(row.id).await?;
@@ -98,6 +99,23 @@ where
         reply_message_id: t.reply_message_id,
     });
     Ok(Some(e))
+}
+
+/// The decision `q` names; `None` when there is none.
+pub async fn find<S>(store: &S, q: &Query<'_>) -> Result<Option<DecisionRow>, StoreError>
+where
+    S: DecisionStore + ?Sized,
+{
+    match q.decision_id {
+        Some(id) => Ok(store.decision(id).await?.filter(|d| {
+            d.decision.bot_profile == q.profile && d.decision.root_msg_id == q.root_msg_id
+        })),
+        None => {
+            store
+                .latest_decision(q.profile, q.root_msg_id, q.message_id)
+                .await
+        }
+    }
 }
 
 /// A handoff's record as the origin of its turn.

@@ -1,0 +1,206 @@
+//! A what-if selection against the real one, and the readable report of both.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::{
+    recorded::Recorded,
+    what_if::{Settings, WhatIf, WouldBe},
+};
+use crate::context::report::{ExcludedItem, SelectedItem};
+
+/// An item selected both times but injected differently.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Trimmed {
+    pub item_id: i64,
+    pub item_type: String,
+    /// Characters injected by the decision.
+    pub chars_before: usize,
+    /// Characters the settings would inject.
+    pub chars_after: usize,
+    pub truncated_before: bool,
+    pub truncated_after: bool,
+}
+
+/// What the settings change about the thread and pending-history items.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct Diff {
+    /// Items the settings would add.
+    #[schema(value_type = Vec<Object>)]
+    pub added: Vec<SelectedItem>,
+    /// Items the decision selected that the settings would leave out, with the reason
+    /// they would now be left out (`recalled`, `purged` among them).
+    #[schema(value_type = Vec<Object>)]
+    pub dropped: Vec<ExcludedItem>,
+    /// Items selected both times with a different length or truncation.
+    pub trimmed: Vec<Trimmed>,
+    /// Nothing added, dropped or trimmed.
+    pub unchanged: bool,
+}
+
+/// `would_be` against the decision `rec`.
+pub(super) fn compare(rec: &Recorded, would_be: &WouldBe) -> Diff {
+    let items: Vec<&SelectedItem> = would_be
+        .selected
+        .iter()
+        .filter(|s| s.item_id != 0)
+        .collect();
+    let added: Vec<SelectedItem> = items
+        .iter()
+        .filter(|s| !rec.selected_ids.contains(&s.item_id))
+        .map(|s| (*s).clone())
+        .collect();
+    let dropped: Vec<ExcludedItem> = rec
+        .selected_ids
+        .iter()
+        .filter(|id| !items.iter().any(|s| s.item_id == **id))
+        .map(|id| {
+            would_be
+                .excluded
+                .iter()
+                .find(|e| e.item_id == *id)
+                .cloned()
+                .unwrap_or_else(|| ExcludedItem {
+                    item_id: *id,
+                    item_type: rec.kinds.get(id).map(|k| k.0.clone()).unwrap_or_default(),
+                    reason: if rec.thread_ids.contains(id) {
+                        "thread_context_off"
+                    } else {
+                        "pending_history_off"
+                    }
+                    .into(),
+                    created_at: rec.kinds.get(id).and_then(|k| k.1),
+                })
+        })
+        .collect();
+    let trimmed: Vec<Trimmed> = items
+        .iter()
+        .filter_map(|s| {
+            let before = rec.selected.get(&s.item_id)?;
+            (before.chars != s.chars || before.truncated != s.truncated).then(|| Trimmed {
+                item_id: s.item_id,
+                item_type: s.item_type.clone(),
+                chars_before: before.chars,
+                chars_after: s.chars,
+                truncated_before: before.truncated,
+                truncated_after: s.truncated,
+            })
+        })
+        .collect();
+    let unchanged = added.is_empty() && dropped.is_empty() && trimmed.is_empty();
+    Diff {
+        added,
+        dropped,
+        trimmed,
+        unchanged,
+    }
+}
+
+/// The readable report of a what-if (the CLI's, without `--json`).
+pub fn render_what_if(w: &WhatIf) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "decision     {} (what-if)", w.decision_id);
+    let _ = writeln!(out, "profile      {}", w.profile);
+    let _ = writeln!(out, "root         {}", w.root_msg_id);
+    let _ = writeln!(out, "message      {}", w.message_id);
+    out.push_str("settings:\n");
+    for (key, before, after) in settings_rows(&w.recorded, &w.settings) {
+        if before == after {
+            let _ = writeln!(out, "  {key:<26} {after}");
+        } else {
+            let _ = writeln!(out, "  {key:<26} {before} → {after}");
+        }
+    }
+    let s = &w.selection;
+    let _ = writeln!(
+        out,
+        "would select ({}, {} chars):",
+        s.selected.len(),
+        s.context_chars
+    );
+    for i in &s.selected {
+        let cut = if i.truncated { " [truncated]" } else { "" };
+        let _ = writeln!(
+            out,
+            "  #{:<5} {:<16} {} ({} chars){cut}",
+            i.item_id, i.item_type, i.author_label, i.chars
+        );
+    }
+    let _ = writeln!(out, "would exclude ({}):", s.excluded.len());
+    for e in &s.excluded {
+        let _ = writeln!(out, "  #{:<5} {:<16} {}", e.item_id, e.item_type, e.reason);
+    }
+    let d = &w.diff;
+    if d.unchanged {
+        out.push_str("diff: unchanged\n");
+    } else {
+        out.push_str("diff:\n");
+        for a in &d.added {
+            let _ = writeln!(
+                out,
+                "  + #{} {} {} ({} chars)",
+                a.item_id, a.item_type, a.author_label, a.chars
+            );
+        }
+        for e in &d.dropped {
+            let _ = writeln!(out, "  - #{} {} ({})", e.item_id, e.item_type, e.reason);
+        }
+        for t in &d.trimmed {
+            let _ = writeln!(
+                out,
+                "  ~ #{} {} {} → {} chars, truncated {} → {}",
+                t.item_id,
+                t.item_type,
+                t.chars_before,
+                t.chars_after,
+                t.truncated_before,
+                t.truncated_after
+            );
+        }
+    }
+    if !w.notes.is_empty() {
+        out.push_str("notes:\n");
+        for n in &w.notes {
+            let _ = writeln!(out, "  - {n}");
+        }
+    }
+    out
+}
+
+/// `(key, recorded, now)` of every setting.
+fn settings_rows(a: &Settings, b: &Settings) -> Vec<(&'static str, String, String)> {
+    vec![
+        (
+            "thread_context_limit",
+            a.thread_context_limit.to_string(),
+            b.thread_context_limit.to_string(),
+        ),
+        (
+            "max_context_chars",
+            a.max_context_chars.to_string(),
+            b.max_context_chars.to_string(),
+        ),
+        (
+            "max_agent_output_chars",
+            a.max_agent_output_chars.to_string(),
+            b.max_agent_output_chars.to_string(),
+        ),
+        (
+            "shared_thread_enabled",
+            a.shared_thread_enabled.to_string(),
+            b.shared_thread_enabled.to_string(),
+        ),
+        (
+            "group_chat_history_share",
+            a.group_chat_history_share.to_string(),
+            b.group_chat_history_share.to_string(),
+        ),
+        (
+            "workspace_mode",
+            a.workspace_mode.clone(),
+            b.workspace_mode.clone(),
+        ),
+    ]
+}
