@@ -2,43 +2,11 @@
 
 use std::fmt::Write;
 
-use serde::Serialize;
-use utoipa::ToSchema;
-
 use super::{
     recorded::Recorded,
-    what_if::{Settings, WhatIf, WouldBe},
+    shape::{Diff, Settings, Trimmed, WhatIf, WouldBe},
 };
 use crate::context::report::{ExcludedItem, SelectedItem};
-
-/// An item selected both times but injected differently.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-pub struct Trimmed {
-    pub item_id: i64,
-    pub item_type: String,
-    /// Characters injected by the decision.
-    pub chars_before: usize,
-    /// Characters the settings would inject.
-    pub chars_after: usize,
-    pub truncated_before: bool,
-    pub truncated_after: bool,
-}
-
-/// What the settings change about the thread and pending-history items.
-#[derive(Debug, Clone, Default, Serialize, ToSchema)]
-pub struct Diff {
-    /// Items the settings would add.
-    #[schema(value_type = Vec<Object>)]
-    pub added: Vec<SelectedItem>,
-    /// Items the decision selected that the settings would leave out, with the reason
-    /// they would now be left out (`recalled`, `purged` among them).
-    #[schema(value_type = Vec<Object>)]
-    pub dropped: Vec<ExcludedItem>,
-    /// Items selected both times with a different length or truncation.
-    pub trimmed: Vec<Trimmed>,
-    /// Nothing added, dropped or trimmed.
-    pub unchanged: bool,
-}
 
 /// `would_be` against the decision `rec`.
 pub(super) fn compare(rec: &Recorded, would_be: &WouldBe) -> Diff {
@@ -203,4 +171,75 @@ fn settings_rows(a: &Settings, b: &Settings) -> Vec<(&'static str, String, Strin
             b.workspace_mode.clone(),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(item_id: i64, chars: usize, truncated: bool) -> SelectedItem {
+        SelectedItem {
+            item_id,
+            item_type: "agent_output".into(),
+            author_label: "coder (agent)".into(),
+            chars,
+            preview: String::new(),
+            truncated,
+            created_at: None,
+        }
+    }
+
+    #[test]
+    fn added_dropped_and_trimmed_against_the_record() {
+        let mut rec = Recorded {
+            thread_ids: vec![1, 2, 3],
+            selected_ids: vec![1, 2],
+            ..Recorded::default()
+        };
+        rec.selected.insert(1, item(1, 100, false));
+        rec.selected.insert(2, item(2, 50, false));
+        let would_be = WouldBe {
+            selected: vec![item(0, 9, false), item(2, 20, true), item(3, 5, false)],
+            excluded: vec![ExcludedItem {
+                item_id: 1,
+                item_type: "agent_output".into(),
+                reason: "limit".into(),
+                created_at: None,
+            }],
+            diagnostics: serde_json::Value::Null,
+            context_chars: 34,
+        };
+        let d = compare(&rec, &would_be);
+        assert!(!d.unchanged);
+        assert_eq!(d.added.iter().map(|a| a.item_id).collect::<Vec<_>>(), [3]);
+        assert_eq!(d.dropped.len(), 1);
+        assert_eq!(
+            (d.dropped[0].item_id, d.dropped[0].reason.as_str()),
+            (1, "limit")
+        );
+        assert_eq!(
+            d.trimmed,
+            [Trimmed {
+                item_id: 2,
+                item_type: "agent_output".into(),
+                chars_before: 50,
+                chars_after: 20,
+                truncated_before: false,
+                truncated_after: true,
+            }]
+        );
+        let same = WouldBe {
+            selected: vec![item(1, 100, false), item(2, 50, false)],
+            excluded: Vec::new(),
+            diagnostics: serde_json::Value::Null,
+            context_chars: 150,
+        };
+        assert!(compare(&rec, &same).unchanged);
+        let off = WouldBe {
+            selected: Vec::new(),
+            ..same
+        };
+        let d = compare(&rec, &off);
+        assert!(d.dropped.iter().all(|e| e.reason == "thread_context_off"));
+    }
 }

@@ -4,16 +4,18 @@
 //! (which reads the database directly and works while the server is down) print the
 //! same thing. What-if explain (`what_if`) re-runs a decision's selection under other
 //! settings: `recorded` reads what the decision holds, `what_if` selects again through
-//! the same selector, `diff` compares the two.
+//! the same selector, `diff` compares the two; `shape` is the answer's shape.
 
 mod diff;
 mod overrides;
 mod recorded;
+mod shape;
 mod what_if;
 
-pub use diff::{Diff, Trimmed, render_what_if};
+pub use diff::render_what_if;
 pub use overrides::Overrides;
-pub use what_if::{Settings, WhatIf, WouldBe, what_if};
+pub use shape::{Diff, Settings, Trimmed, WhatIf, WouldBe};
+pub use what_if::what_if;
 
 use crate::{
     context::report::{

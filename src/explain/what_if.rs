@@ -14,15 +14,11 @@
 
 use std::collections::HashSet;
 
-use serde::Serialize;
-use utoipa::ToSchema;
-
 use super::{
-    Query,
-    diff::{self, Diff},
-    find,
+    Query, diff, find,
     overrides::Overrides,
     recorded::Recorded,
+    shape::{Settings, WhatIf, WouldBe},
 };
 use crate::{
     config::{Config, WorkspaceMode},
@@ -33,55 +29,6 @@ use crate::{
     store::{DecisionRow, DecisionStore, EventLog, HandoffStore, StoreError, TurnStore},
     vocab::{Candidate, Exclusion, ItemType},
 };
-
-/// The settings a selection is made under.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-pub struct Settings {
-    pub thread_context_limit: usize,
-    pub max_context_chars: usize,
-    pub max_agent_output_chars: usize,
-    pub shared_thread_enabled: bool,
-    pub group_chat_history_share: bool,
-    /// `shared`, `owner_only`, or `dm` (a direct message has no thread context).
-    pub workspace_mode: String,
-}
-
-/// The selection the settings would have made.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct WouldBe {
-    /// Selected, as explain lists them: blocks, the thread, the pending history, media.
-    #[schema(value_type = Vec<Object>)]
-    pub selected: Vec<SelectedItem>,
-    /// Not selected, with reasons (`purged` for an item no longer in the event log).
-    #[schema(value_type = Vec<Object>)]
-    pub excluded: Vec<ExcludedItem>,
-    /// The selectors' counts and budgets, beside the recorded block statuses.
-    #[schema(value_type = Object)]
-    pub diagnostics: serde_json::Value,
-    /// Characters injected besides the request.
-    pub context_chars: usize,
-}
-
-/// A decision's selection made again under other settings.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct WhatIf {
-    pub decision_id: i64,
-    pub profile: String,
-    pub root_msg_id: String,
-    /// The request message.
-    pub message_id: String,
-    /// The settings the decision was made under.
-    pub recorded: Settings,
-    /// The settings used now: the recorded ones with the overrides applied.
-    pub settings: Settings,
-    /// The would-be selection.
-    pub selection: WouldBe,
-    /// The would-be selection against the real one.
-    pub diff: Diff,
-    /// Where an input could not be had as it was (taken from the config, scrubbed by a
-    /// recall, approximated).
-    pub notes: Vec<String>,
-}
 
 /// Re-runs the decision `q` names under `o`; `None` when there is no such decision.
 pub async fn what_if<S>(

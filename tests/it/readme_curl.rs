@@ -450,3 +450,47 @@ async fn the_ask_answer_block_shows_an_open_question_under_sh_dash_and_bash() {
     }
     app.stop().await.expect("clean stop");
 }
+
+#[tokio::test]
+async fn the_what_if_block_reselects_a_decision_under_sh_dash_and_bash() {
+    use crate::support::{
+        ADMIN, Signer,
+        feishu::{CODER_PROFILE, now_ms},
+    };
+    let db = TestDb::sqlite();
+    let extra = format!("{CODER_PROFILE}\n[context]\nshared_thread_enabled = true\n");
+    let mut app = TestApp::spawn(config(&config_toml(&db, &extra))).await;
+    let coder = Signer::coder();
+    let base = now_ms() - 60_000;
+    let said = [
+        ("om_demo_root", "We need an H5 snake game."),
+        ("om_demo_size", "Keep it under 50 KB."),
+        ("om_demo_phones", "Make it work on phones."),
+    ];
+    for (i, (id, text)) in (0..).zip(said) {
+        let mut msg = Msg::group(id, text).at(base + i * 1_000);
+        if i > 0 {
+            msg = msg.in_thread("om_demo_root");
+        }
+        app.route_as("coder", &coder, &msg).await;
+    }
+    let ask = Msg::group("om_demo_code", "build it")
+        .mentioning("ou_bot_coder", "coder")
+        .in_thread("om_demo_root")
+        .at(base + 5_000);
+    assert_eq!(app.ask_as("coder", &coder, &ask).await, "answered");
+    let block = doc_block("what-if", &addr(&app));
+    for shell in shells() {
+        let ran = run(&shell, &block, &[("ADMIN_TOKEN", ADMIN.to_string())]).await;
+        let (json, status) = answered(&ran);
+        assert_eq!(status, "200", "{}: {}", shell.display(), ran.stdout);
+        assert_eq!(json["settings"]["thread_context_limit"], 1, "{json}");
+        assert_eq!(json["recorded"]["thread_context_limit"], 20, "{json}");
+        let dropped: Vec<&str> = json["diff"]["dropped"]
+            .as_array()
+            .map(|d| d.iter().filter_map(|e| e["reason"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(dropped, ["limit"], "the older message: {json}");
+    }
+    app.stop().await.expect("clean stop");
+}
