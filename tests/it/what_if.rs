@@ -156,6 +156,12 @@ async fn what_if_explain(db: TestDb) {
     assert_eq!(dropped.len(), 4, "{}", off.text);
     assert!(dropped.iter().all(|(_, r)| r == "thread_context_off"));
 
+    // An owner_only workspace leaves the discussion out.
+    let owner = what_if(&app, json!({"workspace_mode": "owner_only"})).await;
+    let dropped = reasons(&owner.json["diff"]["dropped"]);
+    assert_eq!(dropped.len(), 4, "{}", owner.text);
+    assert!(dropped.iter().all(|(_, r)| r == "mode"), "{}", owner.text);
+
     // Bad settings: 400 with what is wrong.
     let bad = what_if(&app, json!({"thread_limit": 2})).await;
     assert_eq!(bad.status, 400);
@@ -256,3 +262,65 @@ async fn what_if_explain(db: TestDb) {
     );
 }
 both_backends!(what_if_rest_and_cli, what_if_explain);
+
+/// A context part the decision did not use reads the thread as it was then: the items
+/// said by the decision's time, not one said after it.
+async fn turning_the_thread_on(db: TestDb) {
+    let mut app = TestApp::spawn(config(&config_toml(&db, ""))).await;
+    let base = now_ms() - 60_000;
+    app.route(&Msg::group("om_root", "We need a login fix").at(base))
+        .await;
+    for i in 1..=2 {
+        let talk = Msg::group(&format!("om_m{i}"), "callbacks time out")
+            .in_thread("om_root")
+            .by("ou_bob")
+            .at(base + i * 1_000);
+        app.route(&talk).await;
+    }
+    let ask = Msg::group("om_q", "fix it")
+        .at_bot()
+        .in_thread("om_root")
+        .at(base + 10_000);
+    app.ask(&ask).await;
+    let late = Msg::group("om_late", "said after the decision")
+        .in_thread("om_root")
+        .by("ou_bob")
+        .at(now_ms() + 60_000);
+    app.route(&late).await;
+
+    let thread = feishu_bridge::store::ProfileThread::new("planner", "oc_group", "om_root");
+    let events = app.state.store.thread_events(thread).await.expect("store");
+    let item = |id: &str| {
+        events
+            .iter()
+            .find(|e| e.message_id == id)
+            .and_then(|e| e.item_id)
+            .expect("an item")
+    };
+    let same = what_if(&app, json!({})).await;
+    assert_eq!(
+        same.json["recorded"]["shared_thread_enabled"], false,
+        "{}",
+        same.text
+    );
+    assert_eq!(same.json["diff"]["unchanged"], true, "{}", same.text);
+    let on = what_if(&app, json!({"shared_thread_enabled": true})).await;
+    assert_eq!(on.status, 200, "{}", on.text);
+    assert_eq!(
+        ids(&on.json["diff"]["added"]),
+        [item("om_m1"), item("om_m2")],
+        "the discussion said by then, not om_late: {}",
+        on.text
+    );
+    let excluded = reasons(&on.json["selection"]["excluded"]);
+    assert!(
+        excluded.contains(&(item("om_root"), "topic_root_block".into())),
+        "the root has its own block: {}",
+        on.text
+    );
+    app.stop().await.expect("clean stop");
+}
+both_backends!(
+    a_part_turned_on_reads_the_thread_as_it_was,
+    turning_the_thread_on
+);
