@@ -118,6 +118,13 @@ fn probes(turn_id: &str) -> Vec<Probe> {
             format!("/sessions/{SESSION}?profile=planner"),
             None,
         ),
+        // Changes nothing: a what-if only reads.
+        probe(
+            Method::POST,
+            "/explain/{root_msg_id}/what-if",
+            "/explain/om_root/what-if?profile=planner".into(),
+            Some("\"unchanged\":true"),
+        ),
     ]
 }
 

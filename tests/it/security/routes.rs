@@ -58,6 +58,7 @@ pub const ROUTES: &[(&str, &str, Guard)] = &[
     ("DELETE", "/sessions/{session_key}", Guard::Admin),
     ("GET", "/explain/message/{message_id}", Guard::Admin),
     ("GET", "/explain/{root_msg_id}", Guard::Admin),
+    ("POST", "/explain/{root_msg_id}/what-if", Guard::Admin),
     ("GET", "/turns", Guard::Admin),
     ("GET", "/turns/{turn_id}", Guard::Admin),
     ("GET", "/feed", Guard::Admin),
