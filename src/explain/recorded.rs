@@ -31,6 +31,9 @@ pub(super) struct Recorded {
     pub history_on: bool,
     /// The candidates the thread selector looked at.
     pub thread_ids: Vec<i64>,
+    /// Rows the thread read returned: its candidates and the ones kept out before the
+    /// selector (the topic root with its own block, messages in the feed).
+    pub thread_read: usize,
     /// The candidates the pending-history selector looked at.
     pub history_ids: Vec<i64>,
     /// Selected item ids (thread, then pending history).
@@ -94,6 +97,7 @@ impl Recorded {
         while let Some(e) = rest.next_if(|e| KEPT_REASONS.contains(&e.reason.as_str())) {
             r.kept.push(e);
         }
+        r.thread_read = r.thread_ids.len() + r.kept.len();
         for e in rest.by_ref().take(history_out) {
             r.kinds
                 .insert(e.item_id, (e.item_type.clone(), e.created_at));
@@ -172,6 +176,7 @@ mod tests {
         let r = Recorded::of(&row);
         assert_eq!(r.thread_ids, [3, 4, 1]);
         assert_eq!(r.history_ids, [7, 6]);
+        assert_eq!(r.thread_read, 5);
         let kept: Vec<_> = r.kept.iter().map(|e| e.reason.as_str()).collect();
         assert_eq!(kept, ["topic_root_block", "in_feed", "too_large"]);
         assert_eq!((r.head.len(), r.tail.len(), r.carried_chars), (1, 1, 9));

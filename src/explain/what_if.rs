@@ -75,7 +75,7 @@ where
         let read = window(recorded.thread_context_limit);
         let wanted = window(settings.thread_context_limit);
         let first_read = !rec.thread_on;
-        if first_read || (wanted > read && rec.thread_ids.len() >= read as usize) {
+        if first_read || (wanted > read && rec.thread_read >= read as usize) {
             let t = crate::store::ProfileThread::new(&d.bot_profile, &d.chat_id, &d.root_msg_id);
             let fresh = store
                 .thread_candidates_said_by(t, d.created_at, wanted)

@@ -312,6 +312,14 @@ async fn turning_the_thread_on(db: TestDb) {
         "the discussion said by then, not om_late: {}",
         on.text
     );
+    let history = what_if(&app, json!({"group_chat_history_share": true})).await;
+    let added = ids(&history.json["diff"]["added"]);
+    assert!(
+        added.contains(&item("om_m1")) && added.contains(&item("om_m2")),
+        "the scope's messages said by then: {}",
+        history.text
+    );
+    assert!(!added.contains(&item("om_late")), "{}", history.text);
     let excluded = reasons(&on.json["selection"]["excluded"]);
     assert!(
         excluded.contains(&(item("om_root"), "topic_root_block".into())),
