@@ -59,16 +59,13 @@ fn events() -> String {
     )
 }
 
-fn verdicts() -> String {
-    format!(
-        "SELECT v.profile, v.message_id, v.chat_id, v.verdict, v.reason, v.session_key, \
-         v.decision_id, v.created_at, v.chain_id FROM routing_verdicts v \
-         WHERE ($3 IS NULL OR v.profile = $3) AND v.message_id IN \
-         (SELECT x.message_id FROM thread_context_events x \
-          WHERE x.chat_id = $1 AND x.root_msg_id = $2) \
-         ORDER BY v.message_id, v.profile"
-    )
-}
+const VERDICTS: &str = "\
+SELECT v.profile, v.message_id, v.chat_id, v.verdict, v.reason, v.session_key, v.decision_id,
+    v.created_at, v.chain_id
+FROM routing_verdicts v
+WHERE ($3 IS NULL OR v.profile = $3) AND v.message_id IN
+    (SELECT x.message_id FROM thread_context_events x WHERE x.chat_id = $1 AND x.root_msg_id = $2)
+ORDER BY v.message_id, v.profile";
 
 fn turns() -> String {
     select_turns(
@@ -147,7 +144,7 @@ impl<DB: Dialect> TimelineStore for SqlStore<DB> {
     }
 
     async fn timeline_verdicts(&self, t: ThreadOf<'_>) -> Result<Vec<VerdictRow>, StoreError> {
-        self.per_chat(t, &verdicts()).await
+        self.per_chat(t, VERDICTS).await
     }
 
     async fn timeline_turns(&self, t: ThreadOf<'_>) -> Result<Vec<TurnRow>, StoreError> {

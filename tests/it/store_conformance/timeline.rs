@@ -59,12 +59,15 @@ async fn seed(s: &dyn Store) -> i64 {
     started.decision_id
 }
 
+/// (profile, root, last said, messages, turns, latest turn state).
+type Summary<'a> = (&'a str, &'a str, i64, i64, i64, Option<&'a str>);
+
 async fn threads_and_their_records(db: TestDb) {
     let s = open(&db).await;
     let decision_id = seed(&*s).await;
 
     let recent = s.recent_threads(UnixMs(0), 10).await.expect("recent");
-    let rows: Vec<(&str, &str, i64, i64, i64, Option<&str>)> = recent
+    let rows: Vec<Summary> = recent
         .iter()
         .map(|t| {
             (

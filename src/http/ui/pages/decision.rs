@@ -3,7 +3,7 @@
 
 use super::{
     super::html::{Html, time},
-    thread::Thread,
+    records::Thread,
     what_if,
 };
 use crate::{

@@ -91,8 +91,8 @@ pub async fn submit(
 /// `POST /ui/logout`: clears the session cookie (a copy kept elsewhere stays valid
 /// until it expires: sessions are stateless; rotating the admin token ends them all).
 pub async fn logout(session: UiSession, headers: HeaderMap, Form(f): Form<CsrfForm>) -> Response {
-    if let Err(refused) = session.check(&f.csrf) {
-        return refused;
+    if !session.check(&f.csrf) {
+        return forbidden();
     }
     let clear = set_cookie(SESSION_COOKIE, "", 0, over_https(&headers));
     (

@@ -7,4 +7,5 @@ pub mod what_if;
 
 mod decision;
 mod feed;
+mod records;
 mod timeline;

@@ -2,7 +2,7 @@
 
 use super::{
     super::html::{Html, time},
-    thread::Thread,
+    records::Thread,
 };
 use crate::store::TimelineEvent;
 

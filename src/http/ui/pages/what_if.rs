@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::super::{
     html::{Html, csrf_field, encode, message},
-    session::UiSession,
+    session::{UiSession, forbidden},
 };
 use crate::{context::report::Explanation, http::AppState};
 
@@ -127,8 +127,8 @@ pub async fn run(
     Path(_root_msg_id): Path<String>,
     Form(f): Form<WhatIfForm>,
 ) -> Response {
-    if let Err(refused) = session.check(&f.csrf) {
-        return refused;
+    if !session.check(&f.csrf) {
+        return forbidden();
     }
     message(
         StatusCode::NOT_IMPLEMENTED,
