@@ -27,21 +27,24 @@ const THREAD_CHATS: &str =
 
 /// Each profile's threads said in since `$1`, newest first; their turns are those
 /// requested by any record of the thread (a handoff's request is another bot's answer).
+/// The turns are counted for the `$2` threads listed only.
 const RECENT: &str = "\
-SELECT e.bot_profile AS profile, e.chat_id, e.root_msg_id, MAX(e.created_at) AS last_at,
-    COUNT(DISTINCT e.message_id) AS messages,
-    (SELECT COUNT(*) FROM turns t WHERE t.profile = e.bot_profile AND t.message_id IN
+SELECT g.profile, g.chat_id, g.root_msg_id, g.last_at, g.messages,
+    (SELECT COUNT(*) FROM turns t WHERE t.profile = g.profile AND t.message_id IN
         (SELECT x.message_id FROM thread_context_events x
-         WHERE x.chat_id = e.chat_id AND x.root_msg_id = e.root_msg_id)) AS turns,
-    (SELECT t.state FROM turns t WHERE t.profile = e.bot_profile AND t.message_id IN
+         WHERE x.chat_id = g.chat_id AND x.root_msg_id = g.root_msg_id)) AS turns,
+    (SELECT t.state FROM turns t WHERE t.profile = g.profile AND t.message_id IN
         (SELECT x.message_id FROM thread_context_events x
-         WHERE x.chat_id = e.chat_id AND x.root_msg_id = e.root_msg_id)
+         WHERE x.chat_id = g.chat_id AND x.root_msg_id = g.root_msg_id)
      ORDER BY t.id DESC LIMIT 1) AS latest_turn_state
-FROM thread_context_events e
-WHERE e.created_at >= $1
-GROUP BY e.bot_profile, e.chat_id, e.root_msg_id
-ORDER BY last_at DESC, e.root_msg_id, e.bot_profile
-LIMIT $2";
+FROM (SELECT e.bot_profile AS profile, e.chat_id, e.root_msg_id, MAX(e.created_at) AS last_at,
+        COUNT(DISTINCT e.message_id) AS messages
+    FROM thread_context_events e
+    WHERE e.created_at >= $1
+    GROUP BY e.bot_profile, e.chat_id, e.root_msg_id
+    ORDER BY last_at DESC, e.root_msg_id, e.bot_profile
+    LIMIT $2) g
+ORDER BY g.last_at DESC, g.root_msg_id, g.profile";
 
 const SEGMENT_COLUMNS: &str = "s.id, s.profile, s.session_key, s.items, s.chars, s.state, \
      s.packed_at, s.session_id, s.attached_at, s.read_at, s.read_by_turn";

@@ -32,9 +32,7 @@ pub struct WhatIfForm {
     #[serde(default)]
     pub max_agent_output_chars: String,
     #[serde(default)]
-    pub thread_context: String,
-    #[serde(default)]
-    pub pending_history: String,
+    pub shared_thread_enabled: String,
     #[serde(default)]
     pub group_chat_history_share: String,
     #[serde(default)]
@@ -48,8 +46,7 @@ impl WhatIfForm {
             ("thread_context_limit", &self.thread_context_limit),
             ("max_context_chars", &self.max_context_chars),
             ("max_agent_output_chars", &self.max_agent_output_chars),
-            ("thread_context", &self.thread_context),
-            ("pending_history", &self.pending_history),
+            ("shared_thread_enabled", &self.shared_thread_enabled),
             ("group_chat_history_share", &self.group_chat_history_share),
             ("workspace_mode", &self.workspace_mode),
         ]
@@ -89,8 +86,11 @@ pub fn form(root_msg_id: &str, e: &Explanation, csrf: &str) -> Html {
         "max_agent_output_chars",
         "Agent output characters (max_agent_output_chars)",
     );
-    switch(&mut h, "thread_context", "Thread context");
-    switch(&mut h, "pending_history", "Pending history");
+    switch(
+        &mut h,
+        "shared_thread_enabled",
+        "Thread context (shared_thread_enabled)",
+    );
     switch(
         &mut h,
         "group_chat_history_share",
