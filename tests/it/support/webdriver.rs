@@ -95,6 +95,18 @@ impl Browser {
 
     /// One command; its `value`. A WebDriver error fails the test with its message.
     async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        self.try_call(method, path, body)
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    /// One command; its `value`, or the driver's error.
+    async fn try_call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, String> {
         let url = format!("{}{path}", self.base);
         let m = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
         let mut req = self.http.request(m, &url);
@@ -104,12 +116,11 @@ impl Browser {
         let resp = req.send().await.expect("the driver answers");
         let status = resp.status();
         let v: Value = resp.json().await.expect("a JSON answer");
-        assert!(
-            status.is_success(),
-            "{method} {path}: {status} {}",
-            v["value"]
-        );
-        v["value"].clone()
+        if status.is_success() {
+            Ok(v["value"].clone())
+        } else {
+            Err(format!("{status} {}", v["value"]))
+        }
     }
 
     /// Opens `url` and waits for it to load.
@@ -124,6 +135,29 @@ impl Browser {
             .as_str()
             .unwrap_or_default()
             .to_string()
+    }
+
+    /// Waits until the browser is at a URL containing `part` and the page has loaded
+    /// (a click that submits a form can return before the next page is there). Bounded
+    /// at 30 s; it asks the browser, it does not sleep.
+    pub async fn wait_for_url(&self, part: &str) -> String {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let state = json!({"script": "return [location.href, document.readyState];", "args": []});
+        loop {
+            // Mid-navigation the page may not answer a script: ask again.
+            let now = self
+                .try_call("POST", "/execute/sync", Some(state.clone()))
+                .await
+                .unwrap_or_default();
+            let url = now[0].as_str().unwrap_or_default().to_string();
+            if url.contains(part) && now[1] == "complete" {
+                return url;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the browser did not reach {part} (at {url})"
+            );
+        }
     }
 
     /// The document's title.

@@ -24,7 +24,7 @@ async fn thread_in_a_browser(db: TestDb) {
     let token = b.find("#token").await;
     b.type_into(&token, ADMIN).await;
     b.click(&b.find("#sign-in").await).await;
-    assert_eq!(b.url().await, thread);
+    assert_eq!(b.wait_for_url("/ui/threads/").await, thread);
     assert_eq!(b.title().await, "Thread om_root · feishu-bridge");
 
     // The decision: what was selected, and what the limit of 2 left out, and why.
@@ -82,7 +82,7 @@ async fn thread_in_a_browser(db: TestDb) {
 
     // Sign out: back at the form, and the thread needs a new sign-in.
     b.click(&b.find("#logout").await).await;
-    assert!(b.url().await.ends_with("/ui/login"), "{}", b.url().await);
+    assert!(b.wait_for_url("/ui/login").await.ends_with("/ui/login"));
     b.goto(&thread).await;
     assert!(b.url().await.contains("/ui/login?next="));
     b.quit();

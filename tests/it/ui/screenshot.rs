@@ -54,14 +54,11 @@ async fn the_timeline_screenshot() {
     assert_eq!(app.ask(&ask).await, "answered");
 
     let b = Browser::start().await;
-    b.goto(&format!("{}/ui/login", app.base)).await;
+    let next = "%2Fui%2Fthreads%2Fom_release%3Fprofile%3Dplanner";
+    b.goto(&format!("{}/ui/login?next={next}", app.base)).await;
     b.type_into(&b.find("#token").await, ADMIN).await;
     b.click(&b.find("#sign-in").await).await;
-    b.goto(&format!(
-        "{}/ui/threads/om_release?profile=planner",
-        app.base
-    ))
-    .await;
+    b.wait_for_url("/ui/threads/om_release").await;
     assert!(!b.find_all("#decisions tr.item.excluded").await.is_empty());
     let png = b.full_page_screenshot(1280).await;
     b.quit();
