@@ -1,5 +1,6 @@
 //! Build-time probe for the test suite: a test that needs what this machine may lack (a
-//! Postgres that answers, Postgres's own programs for a private cluster, `promtool`) is
+//! Postgres that answers, Postgres's own programs for a private cluster, `promtool`, a
+//! headless Chromium with its chromedriver) is
 //! compiled as ignored when it is missing, so `cargo test` counts it as ignored instead
 //! of passing it unseen. It changes nothing in the service itself.
 //!
@@ -21,7 +22,12 @@ mod pg_bin;
 mod probe;
 
 fn main() {
-    for cfg in ["pg_unreachable", "pg_bin_missing", "promtool_missing"] {
+    for cfg in [
+        "pg_unreachable",
+        "pg_bin_missing",
+        "promtool_missing",
+        "browser_missing",
+    ] {
         println!("cargo::rustc-check-cfg=cfg({cfg})");
     }
     println!("cargo::rerun-if-changed=build.rs");
@@ -32,6 +38,7 @@ fn main() {
         probe::PG_URL,
         probe::REQUIRE_PG,
         probe::REQUIRE_PROMTOOL,
+        probe::REQUIRE_BROWSER,
         "PG_BIN",
     ] {
         println!("cargo::rerun-if-env-changed={var}");
@@ -44,6 +51,14 @@ fn main() {
             "cargo::warning=No promtool on the PATH: the check of /metrics with \
              `promtool check metrics` is compiled as ignored until one is installed (Debian \
              package prometheus). See README.md on the tests."
+        );
+    }
+    if !probe::required(probe::REQUIRE_BROWSER) && !probe::browser_found() {
+        println!("cargo::rustc-cfg=browser_missing");
+        println!(
+            "cargo::warning=No chromium and chromedriver on the PATH: the web view's browser \
+             tests are compiled as ignored until they are installed (Debian packages chromium \
+             and chromium-driver). See README.md on the tests."
         );
     }
     if probe::required(probe::REQUIRE_PG) {

@@ -23,6 +23,7 @@ mod sessions;
 mod status;
 mod turn_events;
 mod turns;
+mod ui;
 mod verdicts;
 mod webhook;
 mod what_if;

@@ -14,7 +14,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
     AppState, agent_callback, api_doc::ApiDoc, asks, attachments, digests, error, explain, feed,
-    health, media, metrics, reshape, sessions, status, turn_events, turns, verdicts, webhook,
+    health, media, metrics, reshape, sessions, status, turn_events, turns, ui, verdicts, webhook,
     what_if,
 };
 
@@ -49,6 +49,8 @@ pub fn api_router() -> OpenApiRouter<AppState> {
 pub fn router(state: AppState) -> Router {
     let server = &state.config.server;
     let (routes, _) = api_router().split_for_parts();
+    // The web view's HTML pages are not API operations, so not in the OpenAPI document.
+    let routes = routes.merge(ui::routes());
     let x_request_id = axum::http::HeaderName::from_static("x-request-id");
     let max_body_bytes = server.max_body_bytes;
     routes

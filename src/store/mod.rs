@@ -2,7 +2,7 @@
 //! [`InboxStore`], [`SessionStore`], [`EventLog`], [`DecisionStore`], [`TurnStore`] (its
 //! [`TurnEventStore`] and [`AskStore`], and [`TurnLeases`] across replicas), [`ApiCalls`] (every replica's Open API calls),
 //! [`OutboundStore`], the batched [`FeedStore`], the daily [`DigestStore`] and the bots'
-//! [`HandoffStore`] — each
+//! [`HandoffStore`], and the web view's reads ([`TimelineStore`]) — each
 //! implemented once, with the SQL written once, as generic code over the database
 //! (`sql`): [`SqliteStore`] and [`PgStore`] are that store on each, and `sqlite.rs` and
 //! `postgres.rs` hold what differs. [`Store`] is all of them.
@@ -32,6 +32,7 @@ mod sessions;
 pub(crate) mod sql;
 mod sqlite;
 mod sqlite_inbox;
+mod timeline;
 mod turn_events;
 mod turn_leases;
 mod turns;
@@ -70,6 +71,7 @@ pub use postgres::PgStore;
 use secrecy::ExposeSecret;
 pub use sessions::{NewSession, SessionReset, SessionRow, SessionStore};
 pub use sqlite::SqliteStore;
+pub use timeline::{DecisionRef, ThreadOf, ThreadSummary, TimelineEvent, TimelineStore};
 pub use turn_events::{AppendOutcome, NewTurnEvent, TurnEventLimits, TurnEventRow, TurnEventStore};
 pub use turn_leases::{OwnedTurn, ReplicaRow, TurnLeases, alive_since};
 pub use turns::{
@@ -215,6 +217,7 @@ pub trait Store:
     + NamesStore
     + HandoffStore
     + MediaStore
+    + TimelineStore
 {
 }
 
@@ -235,6 +238,7 @@ impl<T> Store for T where
         + NamesStore
         + HandoffStore
         + MediaStore
+        + TimelineStore
 {
 }
 

@@ -58,6 +58,7 @@ mod token_outage;
 mod turn_cards;
 mod turn_events;
 mod turns;
+mod ui;
 mod vectors;
 mod vocabulary;
 mod what_if;

@@ -27,6 +27,7 @@ pub(crate) mod outbound;
 pub(crate) mod routes;
 pub(crate) mod sessions;
 pub(crate) mod store;
+pub(crate) mod timeline;
 pub(crate) mod turn_events;
 pub(crate) mod turn_leases;
 pub(crate) mod turns;

@@ -1,7 +1,8 @@
 //! Logs carry no secret and no conversation text, even at `RUST_LOG=trace` (every crate,
 //! every span): the real binary runs full turns through a fake Open API and two fake
 //! agents (an OpenAI-compatible model and a webhook agent), takes card presses on both
-//! callback URLs, and answers the operating routes; then its whole output is searched for
+//! callback URLs, answers the operating routes, and signs in to the web view (a wrong
+//! token, then the right one) and shows a thread; then its whole output is searched for
 //! every credential it was given and every text it carried.
 
 use base64::Engine as _;
@@ -108,6 +109,63 @@ fn legacy_press(turn_id: &str) -> Request {
     }
 }
 
+/// Signs in to the web view with a wrong token, then the right one (both in the form),
+/// and opens the planner's thread, which shows the asked text.
+async fn web_view(base: &str) {
+    let web = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let form = web
+        .get(format!("{base}/ui/login"))
+        .send()
+        .await
+        .expect("sent");
+    let login = form
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .unwrap_or_default()
+        .to_string();
+    let body = form.text().await.expect("the form");
+    let marker = "name=\"csrf\" value=\"";
+    let csrf = body
+        .split(marker)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_default()
+        .to_string();
+    let mut session = String::new();
+    for (token, status) in [("wrong-web-view-token", 401), (ADMIN_TOKEN, 303)] {
+        let answer = web
+            .post(format!("{base}/ui/login"))
+            .header("cookie", &login)
+            .form(&[("token", token), ("csrf", &csrf)])
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(answer.status(), status);
+        if let Some(c) = answer
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find(|c| c.starts_with("fb_ui_session="))
+        {
+            session = c.split(';').next().unwrap_or_default().to_string();
+        }
+    }
+    let page = web
+        .get(format!("{base}/ui/threads/om_log_plan"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap_or_default().contains(ASKED));
+}
+
 async fn full_turns_leave_no_secret_or_text_in_trace_logs(db: TestDb) {
     let fake = FakeFeishu::start(APP_SECRET, feishu::BOT_OPEN_ID).await;
     let llm = FakeOpenAi::start(ANSWER.iter().map(|s| s.to_string()).collect()).await;
@@ -210,6 +268,7 @@ async fn full_turns_leave_no_secret_or_text_in_trace_logs(db: TestDb) {
         .bearer_auth(ADMIN_TOKEN)
         .send();
     assert_eq!(status.await.expect("sent").status(), 200);
+    web_view(&base).await;
 
     let (exit, logs) = served.stop();
     assert!(exit.success(), "serve exits 0 on SIGTERM, got {exit:?}");
@@ -222,6 +281,7 @@ async fn full_turns_leave_no_secret_or_text_in_trace_logs(db: TestDb) {
     let agent_key = String::from_utf8_lossy(AGENT_KEY);
     let mut never = vec![
         ADMIN_TOKEN,
+        "wrong-web-view-token",
         APP_SECRET,
         LLM_KEY,
         CODER_KEY,

@@ -1,7 +1,9 @@
 //! Every route the bridge serves, and what guards it. The list is compared with the
 //! router's OpenAPI document and with the committed `openapi.yaml`, so a new route fails
 //! these tests until it is classified here (and, when it is an admin route, probed by
-//! `auth_matrix`).
+//! `auth_matrix`). The web view's HTML pages are the one set of routes outside the
+//! document: they are merged from `src/http/ui/mod.rs`, and classified apart
+//! ([`UI_ROUTES`], probed by `tests/it/ui/forms.rs`).
 
 use std::collections::BTreeSet;
 
@@ -66,6 +68,73 @@ pub const ROUTES: &[(&str, &str, Guard)] = &[
     ("POST", "/digests/run", Guard::Admin),
     ("GET", "/digests", Guard::Admin),
 ];
+
+/// What a web-view route takes as proof of who is calling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UiGuard {
+    /// The session cookie: a page without one is sent to sign in (303), a form is refused
+    /// (403); a form also needs the session's CSRF token.
+    Session,
+    /// The sign-in form (the admin token, and the form's double-submit token) or, for
+    /// signing out, the session and its CSRF token.
+    SignIn,
+    /// Nothing: the stylesheet.
+    Open,
+}
+
+/// (method, path, guard) of every web-view route.
+pub const UI_ROUTES: &[(&str, &str, UiGuard)] = &[
+    ("GET", "/ui", UiGuard::Session),
+    ("GET", "/ui/", UiGuard::Session),
+    ("GET", "/ui/threads/{root_msg_id}", UiGuard::Session),
+    (
+        "POST",
+        "/ui/threads/{root_msg_id}/what-if",
+        UiGuard::Session,
+    ),
+    ("GET", "/ui/login", UiGuard::SignIn),
+    ("POST", "/ui/login", UiGuard::SignIn),
+    ("POST", "/ui/logout", UiGuard::SignIn),
+    ("GET", "/ui/static/style.css", UiGuard::Open),
+];
+
+/// `METHOD /path` of every `.route("/path", get(…).post(…))` in a router's source.
+fn declared_routes(source: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for call in source.split(".route(").skip(1) {
+        let Some(path) = call.split('"').nth(1) else {
+            continue;
+        };
+        let handlers = call.split(".layer(").next().unwrap_or_default();
+        for (method, name) in [("GET", "get("), ("POST", "post("), ("DELETE", "delete(")] {
+            let found = handlers.match_indices(name).any(|(at, _)| {
+                at == 0 || !handlers[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_')
+            });
+            if found {
+                out.insert(format!("{method} {path}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_web_view_route_is_classified() {
+    let declared = declared_routes(include_str!("../../../src/http/ui/mod.rs"));
+    let classified: BTreeSet<String> = UI_ROUTES
+        .iter()
+        .map(|(m, p, _)| format!("{m} {p}"))
+        .collect();
+    assert_eq!(
+        declared, classified,
+        "the web view's routes and the classified ones differ: classify it in UI_ROUTES"
+    );
+    assert!(
+        declared
+            .iter()
+            .all(|r| r.split(' ').nth(1).is_some_and(|p| p.starts_with("/ui")))
+    );
+}
 
 /// `METHOD /template` of every route with this guard.
 pub fn guarded_by(guard: Guard) -> BTreeSet<String> {
@@ -160,7 +229,8 @@ fn every_route_is_classified_and_the_document_says_which_need_the_token() {
 fn every_route_is_declared_where_the_document_sees_it() {
     // A route added with plain `.route(…)`, `.nest(…)` or `.merge(…)` would be served but
     // missing from the document, and so from the classification above.
-    let router = include_str!("../../../src/http/router.rs");
+    // The one exception: the web view's HTML pages, classified in `UI_ROUTES`.
+    let router = include_str!("../../../src/http/router.rs").replace(".merge(ui::routes())", "");
     for call in [
         ".route(\"",
         ".nest(",

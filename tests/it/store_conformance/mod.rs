@@ -19,6 +19,7 @@ mod names;
 mod outbound;
 mod said_order;
 mod sessions;
+mod timeline;
 mod turn_leases;
 mod turns;
 

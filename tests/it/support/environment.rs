@@ -44,11 +44,18 @@ pub fn pg_gone_since_build() -> bool {
 }
 
 fn needs() -> Vec<Need> {
-    let mut needs = vec![Need {
-        what: "promtool (for `promtool check metrics`)".into(),
-        ignored_by_build: cfg!(promtool_missing),
-        missing_now: !probe::required(probe::REQUIRE_PROMTOOL) && !probe::promtool_found(),
-    }];
+    let mut needs = vec![
+        Need {
+            what: "promtool (for `promtool check metrics`)".into(),
+            ignored_by_build: cfg!(promtool_missing),
+            missing_now: !probe::required(probe::REQUIRE_PROMTOOL) && !probe::promtool_found(),
+        },
+        Need {
+            what: "chromium and chromedriver (for the web view's browser tests)".into(),
+            ignored_by_build: cfg!(browser_missing),
+            missing_now: !probe::required(probe::REQUIRE_BROWSER) && !probe::browser_found(),
+        },
+    ];
     if probe::required(probe::REQUIRE_PG) {
         return needs;
     }

@@ -23,6 +23,7 @@ pub mod pg_cluster;
 pub mod probe;
 pub mod proxy;
 pub mod raw;
+pub mod webdriver;
 
 pub use app::{ADMIN, Answer, TestApp, config, config_toml, config_with_env};
 pub use db::{Kind, TestDb};

@@ -18,6 +18,9 @@ pub const PG_URL: &str = "FEISHU_BRIDGE_TEST_PG_URL";
 pub const REQUIRE_PG: &str = "FEISHU_BRIDGE_TEST_REQUIRE_PG";
 /// Set to `1` (CI): the `promtool` check always runs, so a missing `promtool` fails it.
 pub const REQUIRE_PROMTOOL: &str = "FEISHU_BRIDGE_TEST_REQUIRE_PROMTOOL";
+/// Set to `1` (CI): the browser tests of the web view always run, so a missing
+/// `chromium` or `chromedriver` fails them.
+pub const REQUIRE_BROWSER: &str = "FEISHU_BRIDGE_TEST_REQUIRE_BROWSER";
 /// The file in the build's `OUT_DIR` that the build watches: the tests touch it when
 /// what they find differs from what the build found.
 pub const STAMP: &str = "test-environment.stamp";
@@ -68,6 +71,18 @@ pub fn pg_programs_found() -> bool {
 
 /// Whether a `promtool` is on the `PATH`.
 pub fn promtool_found() -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("promtool").is_file()))
+    on_path("promtool").is_some()
+}
+
+/// Whether `chromium` and `chromedriver` are both on the `PATH`.
+pub fn browser_found() -> bool {
+    on_path("chromium").is_some() && on_path("chromedriver").is_some()
+}
+
+/// Where `program` is on the `PATH`.
+pub fn on_path(program: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
 }
