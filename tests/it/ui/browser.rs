@@ -1,7 +1,8 @@
 //! The web view in a real headless Chromium, on both backends: a thread link sends the
 //! browser to sign in and back; the timeline shows a selected item and one the context
 //! limit excluded, with its reason; hostile message text stays text; the cookies are
-//! `HttpOnly` and `SameSite=Strict` and hold no admin token; signing out ends the session.
+//! `HttpOnly` and `SameSite=Strict` and hold no admin token; what-if with a smaller
+//! thread context shows the item it would drop; signing out ends the session.
 
 use super::{HOSTILE, seeded};
 use crate::{
@@ -79,6 +80,35 @@ async fn thread_in_a_browser(db: TestDb) {
         assert!(!c.to_string().contains(ADMIN), "{c}");
     }
     assert!(!b.source().await.contains(ADMIN));
+
+    // What if the thread context had held one item: the older of the two selected
+    // messages drops out, for the limit.
+    b.click(&b.find("details.what-if summary").await).await;
+    let limit = b
+        .find("form.what-if input[name=\"thread_context_limit\"]")
+        .await;
+    b.type_into(&limit, "1").await;
+    b.click(&b.find("form.what-if button[type=\"submit\"]").await)
+        .await;
+    b.wait_for_url("/what-if").await;
+    assert!(
+        b.title().await.starts_with("What if · decision "),
+        "{}",
+        b.title().await
+    );
+    let changed = b.text(&b.find("table.settings tr.changed").await).await;
+    assert!(changed.contains("thread_context_limit 2 1"), "{changed}");
+    let dropped = b.find_all("#diff tr.item.dropped").await;
+    assert_eq!(dropped.len(), 1, "one item dropped");
+    let row = b.text(&dropped[0]).await;
+    assert!(row.contains("limit"), "{row}");
+    assert!(b.find_all("#diff tr.item.added").await.is_empty());
+    assert!(b.find_all("#unchanged").await.is_empty());
+    b.click(&b.find("#back").await).await;
+    assert!(
+        b.url().await.contains("/ui/threads/om_root"),
+        "back to the thread"
+    );
 
     // Sign out: back at the form, and the thread needs a new sign-in.
     b.click(&b.find("#logout").await).await;

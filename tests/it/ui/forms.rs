@@ -256,6 +256,57 @@ async fn sign_in_cookies_csrf_headers_and_escaping() {
         let out = web.post("/ui/logout", &session, &[("csrf", bad)]).await;
         assert_eq!(out.status, StatusCode::FORBIDDEN, "{bad:?}");
     }
+    // With this session's token: a what-if runs (no agent is called, nothing is queued),
+    // and a bad setting is named.
+    let turns = || async {
+        let filter = feishu_bridge::store::TurnFilter {
+            limit: 100,
+            ..Default::default()
+        };
+        app.state.store.turns(&filter).await.expect("turns").len()
+    };
+    let before = turns().await;
+    let decision_id = hidden(&page.body, "decision_id");
+    let what_if = |fields: Vec<(&'static str, String)>| {
+        let mut form = vec![
+            ("csrf", csrf.clone()),
+            ("profile", "planner".to_string()),
+            ("decision_id", decision_id.clone()),
+        ];
+        for (k, v) in fields {
+            match form.iter_mut().find(|(name, _)| *name == k) {
+                Some(field) => field.1 = v,
+                None => form.push((k, v)),
+            }
+        }
+        let web = &web;
+        let session = session.clone();
+        async move {
+            let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            web.post("/ui/threads/om_root/what-if", &session, &pairs)
+                .await
+        }
+    };
+    let same = what_if(vec![]).await;
+    assert_eq!(same.status, StatusCode::OK, "{}", same.body);
+    assert!(
+        same.body.contains("id=\"unchanged\""),
+        "no setting, no difference"
+    );
+    let smaller = what_if(vec![("thread_context_limit", "1".into())]).await;
+    assert_eq!(smaller.status, StatusCode::OK);
+    assert!(smaller.body.contains("class=\"item dropped\""));
+    assert!(
+        !smaller.body.contains("<script"),
+        "the previews are escaped"
+    );
+    let bad = what_if(vec![("thread_context_limit", "lots".into())]).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(bad.body.contains("thread_context_limit"), "{}", bad.body);
+    let ghost = what_if(vec![("profile", "ghost".into())]).await;
+    assert_eq!(ghost.status, StatusCode::NOT_FOUND);
+    assert_eq!(turns().await, before, "a what-if queues no turn");
+
     let other = web.sign_in().await;
     let other_csrf = hidden(&web.get("/ui/", &other).await.body, "csrf");
     assert_ne!(other_csrf, csrf, "each session has its own token");

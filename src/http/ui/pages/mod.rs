@@ -9,3 +9,4 @@ mod decision;
 mod feed;
 mod records;
 mod timeline;
+mod what_if_view;

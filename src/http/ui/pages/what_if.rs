@@ -10,11 +10,15 @@ use axum::{
 };
 use serde::Deserialize;
 
-use super::super::{
-    html::{Html, csrf_field, encode, message},
-    session::{UiSession, forbidden},
+use super::{
+    super::{
+        html::{Html, csrf_field, encode, message, page},
+        session::{UiSession, forbidden},
+    },
+    threads::unavailable,
+    what_if_view as view,
 };
-use crate::{context::report::Explanation, http::AppState};
+use crate::{context::report::Explanation, explain::Overrides, http::AppState};
 
 /// The form as posted; an empty field keeps the recorded setting.
 #[derive(Debug, Default, Deserialize)]
@@ -123,21 +127,46 @@ fn switch(h: &mut Html, name: &'static str, label: &'static str) {
 /// `POST /ui/threads/{root_msg_id}/what-if`.
 pub async fn run(
     session: UiSession,
-    State(_app): State<AppState>,
-    Path(_root_msg_id): Path<String>,
+    State(app): State<AppState>,
+    Path(root_msg_id): Path<String>,
     Form(f): Form<WhatIfForm>,
 ) -> Response {
     if !session.check(&f.csrf) {
         return forbidden();
     }
-    message(
-        StatusCode::NOT_IMPLEMENTED,
-        "What-if explain unavailable",
-        &format!(
-            "This build of the bridge cannot re-run decision {} of {} yet (asked: {}).",
-            f.decision_id,
-            f.profile,
-            f.pairs().join(", ")
-        ),
-    )
+    let Ok(decision_id) = f.decision_id.trim().parse::<i64>() else {
+        return message(
+            StatusCode::BAD_REQUEST,
+            "Bad request",
+            "The form names no decision.",
+        );
+    };
+    if !app.profiles.contains_key(&f.profile) {
+        return message(
+            StatusCode::NOT_FOUND,
+            "Unknown profile",
+            &format!("No profile is named {}.", f.profile),
+        );
+    }
+    let overrides = match Overrides::parse(&f.pairs()) {
+        Ok(o) => o,
+        Err(why) => return message(StatusCode::BAD_REQUEST, "Bad settings", &why),
+    };
+    let q = crate::explain::Query {
+        profile: &f.profile,
+        root_msg_id: &root_msg_id,
+        message_id: None,
+        decision_id: Some(decision_id),
+        verbose: false,
+    };
+    let found = crate::explain::what_if(app.store.as_ref(), &q, &overrides, &app.config).await;
+    match found {
+        Ok(Some(w)) => {
+            let body = view::render(&w);
+            let title = format!("What if · decision {decision_id}");
+            page(StatusCode::OK, &title, Some(session.csrf()), &body)
+        }
+        Ok(None) => message(StatusCode::NOT_FOUND, "No such decision", &q.not_found()),
+        Err(e) => unavailable(&e),
+    }
 }
