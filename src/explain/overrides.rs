@@ -59,6 +59,8 @@ impl Overrides {
         let mut o = Overrides::default();
         for (key, value) in settings {
             let text = match value {
+                // A null keeps the decision's setting, as leaving the key out does.
+                serde_json::Value::Null => continue,
                 serde_json::Value::String(s) => s.clone(),
                 serde_json::Value::Number(_) | serde_json::Value::Bool(_) => value.to_string(),
                 _ => {

@@ -34,8 +34,22 @@ pub struct WhatIfRequest {
     /// `shared_thread_enabled`, `group_chat_history_share` (booleans), `workspace_mode`
     /// (`shared` or `owner_only`); a setting left out keeps the decision's.
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(value_type = WhatIfSettings)]
     pub settings: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The settings' shape, as documented (the map above is read by `Overrides::from_json`).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct WhatIfSettings {
+    thread_context_limit: Option<u32>,
+    max_context_chars: Option<u32>,
+    max_agent_output_chars: Option<u32>,
+    shared_thread_enabled: Option<bool>,
+    group_chat_history_share: Option<bool>,
+    #[schema(pattern = "^(shared|owner_only)$")]
+    workspace_mode: Option<String>,
 }
 
 /// Re-runs the latest (or a chosen) context decision of a thread under other settings.
