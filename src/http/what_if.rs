@@ -43,8 +43,10 @@ pub struct WhatIfRequest {
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct WhatIfSettings {
+    #[schema(minimum = 1)]
     thread_context_limit: Option<u32>,
     max_context_chars: Option<u32>,
+    #[schema(minimum = 1)]
     max_agent_output_chars: Option<u32>,
     shared_thread_enabled: Option<bool>,
     group_chat_history_share: Option<bool>,
