@@ -55,20 +55,14 @@ fn reasons(list: &Value) -> Vec<(i64, String)> {
         .unwrap_or_default()
 }
 
-async fn what_if_explain(db: TestDb) {
-    let mut agent = GatedAgent::start().await;
-    agent.open();
-    let extra = format!(
-        "{}\n[context]\nshared_thread_enabled = true\n",
-        agent.config()
-    );
-    let text = config_toml(&db, &extra);
-    let mut app = TestApp::spawn(config(&text)).await;
+/// The thread om_root ("We need a login fix") a minute ago, these replies by ou_bob a
+/// second apart (om_m1, om_m2, …), then om_q asking the bot in it ten seconds in.
+async fn ask_in_thread(app: &mut TestApp, replies: &[String]) {
     let base = now_ms() - 60_000;
     app.route(&Msg::group("om_root", "We need a login fix").at(base))
         .await;
-    for i in 1..=4 {
-        let talk = Msg::group(&format!("om_m{i}"), &format!("message {i}!"))
+    for (i, text) in (1..).zip(replies) {
+        let talk = Msg::group(&format!("om_m{i}"), text)
             .in_thread("om_root")
             .by("ou_bob")
             .at(base + i * 1_000);
@@ -79,6 +73,19 @@ async fn what_if_explain(db: TestDb) {
         .in_thread("om_root")
         .at(base + 10_000);
     app.ask(&ask).await;
+}
+
+async fn what_if_explain(db: TestDb) {
+    let mut agent = GatedAgent::start().await;
+    agent.open();
+    let extra = format!(
+        "{}\n[context]\nshared_thread_enabled = true\n",
+        agent.config()
+    );
+    let text = config_toml(&db, &extra);
+    let mut app = TestApp::spawn(config(&text)).await;
+    let replies: Vec<String> = (1..=4).map(|i| format!("message {i}!")).collect();
+    ask_in_thread(&mut app, &replies).await;
     agent.next().await;
 
     // The real decision: the topic root in its block, the four messages selected.
@@ -267,21 +274,11 @@ both_backends!(what_if_rest_and_cli, what_if_explain);
 /// said by the decision's time, not one said after it.
 async fn turning_the_thread_on(db: TestDb) {
     let mut app = TestApp::spawn(config(&config_toml(&db, ""))).await;
-    let base = now_ms() - 60_000;
-    app.route(&Msg::group("om_root", "We need a login fix").at(base))
-        .await;
-    for i in 1..=2 {
-        let talk = Msg::group(&format!("om_m{i}"), "callbacks time out")
-            .in_thread("om_root")
-            .by("ou_bob")
-            .at(base + i * 1_000);
-        app.route(&talk).await;
-    }
-    let ask = Msg::group("om_q", "fix it")
-        .at_bot()
-        .in_thread("om_root")
-        .at(base + 10_000);
-    app.ask(&ask).await;
+    ask_in_thread(
+        &mut app,
+        &["callbacks time out".into(), "callbacks time out".into()],
+    )
+    .await;
     let late = Msg::group("om_late", "said after the decision")
         .in_thread("om_root")
         .by("ou_bob")

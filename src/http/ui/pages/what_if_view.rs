@@ -119,18 +119,29 @@ fn len(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn selected(title: &'static str, class: &'static str, items: &[SelectedItem]) -> Html {
+/// A heading with the count, and the table's head when there are rows; `false`
+/// when there are none (the heading alone is the answer).
+fn counted_table(title: &'static str, rows: usize, head: &'static str) -> (Html, bool) {
     let mut h = Html::new();
     h.raw("<h3>")
         .raw(title)
         .raw(" (")
-        .num(len(items.len()))
+        .num(len(rows))
         .raw(")</h3>");
-    if items.is_empty() {
+    if rows > 0 {
+        h.raw("<table><thead><tr>")
+            .raw(head)
+            .raw("</tr></thead><tbody>");
+    }
+    (h, rows > 0)
+}
+
+fn selected(title: &'static str, class: &'static str, items: &[SelectedItem]) -> Html {
+    let head = "<th>Item</th><th>Type</th><th>Author</th><th>Characters</th><th>Preview</th>";
+    let (mut h, rows) = counted_table(title, items.len(), head);
+    if !rows {
         return h;
     }
-    h.raw("<table><thead><tr><th>Item</th><th>Type</th><th>Author</th><th>Characters</th>")
-        .raw("<th>Preview</th></tr></thead><tbody>");
     for s in items {
         h.raw("<tr class=\"")
             .raw(class)
@@ -149,16 +160,11 @@ fn selected(title: &'static str, class: &'static str, items: &[SelectedItem]) ->
 }
 
 fn excluded(title: &'static str, class: &'static str, items: &[ExcludedItem]) -> Html {
-    let mut h = Html::new();
-    h.raw("<h3>")
-        .raw(title)
-        .raw(" (")
-        .num(len(items.len()))
-        .raw(")</h3>");
-    if items.is_empty() {
+    let head = "<th>Item</th><th>Type</th><th>Reason</th>";
+    let (mut h, rows) = counted_table(title, items.len(), head);
+    if !rows {
         return h;
     }
-    h.raw("<table><thead><tr><th>Item</th><th>Type</th><th>Reason</th></tr></thead><tbody>");
     for x in items {
         h.raw("<tr class=\"")
             .raw(class)
