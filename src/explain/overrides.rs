@@ -62,7 +62,12 @@ impl Overrides {
                 // A null keeps the decision's setting, as leaving the key out does.
                 serde_json::Value::Null => continue,
                 serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Number(_) | serde_json::Value::Bool(_) => value.to_string(),
+                // JSON does not tell 3 from 3.0: a whole number written with a
+                // fraction is still that number.
+                serde_json::Value::Number(n) => {
+                    whole(n).map_or_else(|| n.to_string(), |w| w.to_string())
+                }
+                serde_json::Value::Bool(b) => b.to_string(),
                 _ => {
                     return Err(format!(
                         "what-if setting {key}: {value} is not a number, boolean or string"
@@ -102,6 +107,15 @@ impl Overrides {
         }
         Ok(())
     }
+}
+
+/// A JSON number's value when it is a whole number that is not negative.
+fn whole(n: &serde_json::Number) -> Option<u64> {
+    n.as_u64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && (0.0..=u64::MAX as f64).contains(f))
+            .map(|f| f as u64)
+    })
 }
 
 fn count(key: &str, value: &str) -> Result<usize, String> {
@@ -204,5 +218,14 @@ mod tests {
         assert!(err.contains("thread_context_limit"), "{err}");
         let bad = serde_json::json!({"max_context_chars": 2.5});
         assert!(Overrides::from_json(bad.as_object().expect("object")).is_err());
+        let v = serde_json::json!({ "max_context_chars": 37211.0, "thread_context_limit": 2.5 });
+        let err = Overrides::from_json(v.as_object().expect("object")).expect_err("2.5");
+        assert!(
+            err.contains("thread_context_limit") && err.contains("2.5"),
+            "{err}"
+        );
+        let v = serde_json::json!({ "max_context_chars": 37211.0 });
+        let o = Overrides::from_json(v.as_object().expect("object")).expect("37211.0 is whole");
+        assert_eq!(o.max_context_chars, Some(37211));
     }
 }
