@@ -118,10 +118,19 @@ fn whole(n: &serde_json::Number) -> Option<u64> {
     })
 }
 
+/// The largest number a setting takes (what the API documents: a 32-bit integer).
+pub const MAX_SETTING: usize = i32::MAX as usize;
+
 fn count(key: &str, value: &str) -> Result<usize, String> {
-    value
+    let n: usize = value
         .parse()
-        .map_err(|_| format!("what-if setting {key}: {value:?} is not a whole number"))
+        .map_err(|_| format!("what-if setting {key}: {value:?} is not a whole number"))?;
+    if n > MAX_SETTING {
+        return Err(format!(
+            "what-if setting {key}: must be at most {MAX_SETTING}"
+        ));
+    }
+    Ok(n)
 }
 
 fn positive(key: &str, value: &str) -> Result<usize, String> {
@@ -198,6 +207,14 @@ mod tests {
         assert!(err.contains("not a whole number"), "{err}");
         let err = parse(&["thread_context_limit=0"]).expect_err("zero");
         assert!(err.contains("at least 1"), "{err}");
+        let err = parse(&["max_context_chars=2147483648"]).expect_err("too large");
+        assert!(err.contains("at most 2147483647"), "{err}");
+        assert_eq!(
+            parse(&["max_context_chars=2147483647"])
+                .expect("the largest")
+                .max_context_chars,
+            Some(MAX_SETTING)
+        );
         let err = parse(&["shared_thread_enabled=maybe"]).expect_err("not a flag");
         assert!(err.contains("not true or false"), "{err}");
         let err = parse(&["workspace_mode=dm"]).expect_err("not a mode");

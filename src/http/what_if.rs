@@ -43,11 +43,11 @@ pub struct WhatIfRequest {
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct WhatIfSettings {
-    #[schema(minimum = 1, maximum = 4294967295_u64)]
+    #[schema(minimum = 1, maximum = 2147483647)]
     thread_context_limit: Option<u32>,
-    #[schema(maximum = 4294967295_u64)]
+    #[schema(maximum = 2147483647)]
     max_context_chars: Option<u32>,
-    #[schema(minimum = 1, maximum = 4294967295_u64)]
+    #[schema(minimum = 1, maximum = 2147483647)]
     max_agent_output_chars: Option<u32>,
     shared_thread_enabled: Option<bool>,
     group_chat_history_share: Option<bool>,
