@@ -3,7 +3,8 @@
 # im.message.receive_v1 events (examples/loadgen.rs, each routed "observed") is stored
 # through the webhook with the worker off, then drained by a release bridge with the
 # worker on — under `perf record` when perf is at hand. Prints the drain's time, the
-# bridge's CPU per event (user and system, from /proc), and perf's summary by shared
+# bridge's CPU per event (user and system, from /proc), its peak memory (anonymous and
+# file-backed, sampled when neither perf nor strace runs), and perf's summary by shared
 # object and by symbol.
 #
 #   bash bench/profile.sh              # 20,000 events, SQLite
@@ -114,7 +115,21 @@ fi
 PID=$!
 wait_healthy "$port"
 start=$(date +%s%N)
-until [[ $(inbox "$port") == "0 0" ]]; do sleep 0.1; done
+# The anonymous and file-backed shares of the bridge's memory, sampled through the drain.
+anon_peak=0
+file_peak=0
+sample_memory() {
+    local anon file
+    read -r anon file < <(awk '$1 == "RssAnon:" { a = $2 } $1 == "RssFile:" { f = $2 }
+        END { print a + 0, f + 0 }' "/proc/$1/status" 2>/dev/null || echo "0 0")
+    ((anon > anon_peak)) && anon_peak=$anon
+    ((file > file_peak)) && file_peak=$file
+    return 0
+}
+until [[ $(inbox "$port") == "0 0" ]]; do
+    [[ $PERF == 1 || ${STRACE:-0} == 1 ]] || sample_memory "$PID"
+    sleep 0.1
+done
 end=$(date +%s%N)
 bridge=$PID
 [[ $PERF == 1 || ${STRACE:-0} == 1 ]] && bridge=$(pgrep -P "$PID" | head -n1)
@@ -132,6 +147,11 @@ awk -v u="$utime" -v s="$stime" -v t="$tick" -v n="$N" 'BEGIN {
         (u + s) * 1e6 / t / n, u * 1e6 / t / n, s * 1e6 / t / n
 }'
 echo "bridge peak RSS (VmHWM): $peak MiB"
+if ((anon_peak > 0)); then
+    awk -v a="$anon_peak" -v f="$file_peak" 'BEGIN {
+        printf "of which, sampled every 100 ms: anonymous %.1f MiB, file-backed (code, libraries) %.1f MiB (peaks)\n", a / 1024, f / 1024
+    }'
+fi
 if [[ ${STRACE:-0} == 1 ]]; then
     echo "== system calls during the drain (strace -c; per event: calls / $N)"
     head -n 20 "$WORK/strace.txt"
