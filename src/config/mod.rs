@@ -494,6 +494,13 @@ impl WorkspaceMode {
             Self::OwnerOnly => "owner_only",
         }
     }
+
+    /// The mode a config spelling names.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Shared, Self::OwnerOnly]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+    }
 }
 
 /// `[[workspaces]]`: a group chat configured for the hub.

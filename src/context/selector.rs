@@ -191,6 +191,16 @@ pub fn select_thread(req: &Request<'_>, mut candidates: Vec<Candidate>) -> Selec
 /// Most pending-history messages per scope.
 pub const PENDING_CAP: usize = 50;
 
+/// Rows a pending-history read asks for: one more than [`PENDING_CAP`], so the selector
+/// sees that some were left out.
+pub const PENDING_READ: i64 = PENDING_CAP as i64 + 1;
+
+/// Rows a thread read asks for under an item limit: room for the limit twice over (the
+/// character budget and the topic root's own block leave some out) and a margin.
+pub fn thread_read_window(limit: usize) -> i64 {
+    i64::try_from(limit.saturating_mul(2).saturating_add(32)).unwrap_or(i64::MAX)
+}
+
 /// Selects pending history: `candidates` are the scope's observed messages after the
 /// watermark (any order); the newest [`PENDING_CAP`] are kept in said order.
 pub fn select_pending(

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::{
     recorded::Recorded,
-    shape::{Diff, Settings, Trimmed, WhatIf, WouldBe},
+    shape::{Diff, Trimmed, WhatIf, WouldBe},
 };
 use crate::context::report::{ExcludedItem, SelectedItem};
 
@@ -74,7 +74,7 @@ pub fn render_what_if(w: &WhatIf) -> String {
     let _ = writeln!(out, "root         {}", w.root_msg_id);
     let _ = writeln!(out, "message      {}", w.message_id);
     out.push_str("settings:\n");
-    for (key, before, after) in settings_rows(&w.recorded, &w.settings) {
+    for (key, before, after) in w.recorded.beside(&w.settings) {
         if before == after {
             let _ = writeln!(out, "  {key:<26} {after}");
         } else {
@@ -135,42 +135,6 @@ pub fn render_what_if(w: &WhatIf) -> String {
         }
     }
     out
-}
-
-/// `(key, recorded, now)` of every setting.
-fn settings_rows(a: &Settings, b: &Settings) -> Vec<(&'static str, String, String)> {
-    vec![
-        (
-            "thread_context_limit",
-            a.thread_context_limit.to_string(),
-            b.thread_context_limit.to_string(),
-        ),
-        (
-            "max_context_chars",
-            a.max_context_chars.to_string(),
-            b.max_context_chars.to_string(),
-        ),
-        (
-            "max_agent_output_chars",
-            a.max_agent_output_chars.to_string(),
-            b.max_agent_output_chars.to_string(),
-        ),
-        (
-            "shared_thread_enabled",
-            a.shared_thread_enabled.to_string(),
-            b.shared_thread_enabled.to_string(),
-        ),
-        (
-            "group_chat_history_share",
-            a.group_chat_history_share.to_string(),
-            b.group_chat_history_share.to_string(),
-        ),
-        (
-            "workspace_mode",
-            a.workspace_mode.clone(),
-            b.workspace_mode.clone(),
-        ),
-    ]
 }
 
 #[cfg(test)]

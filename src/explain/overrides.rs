@@ -2,26 +2,35 @@
 //! as the configuration names them, parsed from `key=value` pairs (the CLI's
 //! `--what-if`) or a JSON object (the REST body).
 
-use serde::Serialize;
+use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::config::WorkspaceMode;
 
-/// Settings to re-run a decision's selection under; `None` keeps what the decision used.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, ToSchema)]
+// The REST body's `settings` is documented by this type and read by `from_json`
+// (strings and whole numbers written with a fraction taken too); serde's
+// `deny_unknown_fields` tells the schema that no other key is taken.
+/// Settings to re-run a decision's selection under, by their configuration keys; one
+/// left out (or null) keeps what the decision used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = WhatIfSettings)]
 pub struct Overrides {
     /// `context.thread_context_limit` (or a workspace's): the item budget.
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 2147483647)]
     pub thread_context_limit: Option<usize>,
     /// `context.max_context_chars`: the character budget.
+    #[schema(value_type = Option<u32>, maximum = 2147483647)]
     pub max_context_chars: Option<usize>,
     /// `context.max_agent_output_chars`: longer agent outputs are cut.
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 2147483647)]
     pub max_agent_output_chars: Option<usize>,
     /// `context.shared_thread_enabled`: the thread context on or off.
     pub shared_thread_enabled: Option<bool>,
     /// `context.group_chat_history_share`: the pending history on or off.
     pub group_chat_history_share: Option<bool>,
     /// A workspace's `mode`: `shared` or `owner_only`.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, pattern = "^(shared|owner_only)$")]
     pub workspace_mode: Option<WorkspaceMode>,
 }
 
@@ -88,15 +97,9 @@ impl Overrides {
             "shared_thread_enabled" => self.shared_thread_enabled = Some(flag(key, value)?),
             "group_chat_history_share" => self.group_chat_history_share = Some(flag(key, value)?),
             "workspace_mode" => {
-                self.workspace_mode = Some(match value {
-                    "shared" => WorkspaceMode::Shared,
-                    "owner_only" => WorkspaceMode::OwnerOnly,
-                    _ => {
-                        return Err(format!(
-                            "what-if setting workspace_mode: {value:?} is not shared or owner_only"
-                        ));
-                    }
-                })
+                self.workspace_mode = Some(WorkspaceMode::parse(value).ok_or_else(|| {
+                    format!("what-if setting workspace_mode: {value:?} is not shared or owner_only")
+                })?);
             }
             _ => {
                 return Err(format!(

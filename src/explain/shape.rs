@@ -18,6 +18,29 @@ pub struct Settings {
     pub workspace_mode: String,
 }
 
+impl Settings {
+    /// Every setting by its configuration key, as text: `(key, this one's, other's)`.
+    pub fn beside(&self, other: &Settings) -> [(&'static str, String, String); 6] {
+        let row = |key, f: fn(&Settings) -> String| (key, f(self), f(other));
+        [
+            row("thread_context_limit", |s| {
+                s.thread_context_limit.to_string()
+            }),
+            row("max_context_chars", |s| s.max_context_chars.to_string()),
+            row("max_agent_output_chars", |s| {
+                s.max_agent_output_chars.to_string()
+            }),
+            row("shared_thread_enabled", |s| {
+                s.shared_thread_enabled.to_string()
+            }),
+            row("group_chat_history_share", |s| {
+                s.group_chat_history_share.to_string()
+            }),
+            row("workspace_mode", |s| s.workspace_mode.clone()),
+        ]
+    }
+}
+
 /// The selection the settings would have made.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct WouldBe {

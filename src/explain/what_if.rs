@@ -72,8 +72,8 @@ where
     let mut thread = Selection::default();
     if settings.shared_thread_enabled {
         let mut candidates = by_id(store, &rec.thread_ids, &rec, &mut purged).await?;
-        let read = window(recorded.thread_context_limit);
-        let wanted = window(settings.thread_context_limit);
+        let read = selector::thread_read_window(recorded.thread_context_limit);
+        let wanted = selector::thread_read_window(settings.thread_context_limit);
         let first_read = !rec.thread_on;
         if first_read || (wanted > read && rec.thread_read >= read as usize) {
             let t = crate::store::ProfileThread::new(&d.bot_profile, &d.chat_id, &d.root_msg_id);
@@ -128,11 +128,6 @@ where
         diff,
         notes,
     }))
-}
-
-/// The thread read window the gatherer uses for an item limit.
-fn window(limit: usize) -> i64 {
-    i64::try_from(limit.saturating_mul(2).saturating_add(32)).unwrap_or(i64::MAX)
 }
 
 /// The settings the decision was made under: its diagnostics' budgets, its mode and
@@ -197,11 +192,9 @@ fn apply(recorded: &Settings, o: &Overrides, notes: &mut Vec<String>) -> Setting
     s
 }
 
+/// The selector's mode for a recorded workspace mode (`dm` selects as `shared`).
 fn mode_of(workspace_mode: &str) -> WorkspaceMode {
-    match workspace_mode {
-        "owner_only" => WorkspaceMode::OwnerOnly,
-        _ => WorkspaceMode::Shared,
-    }
+    WorkspaceMode::parse(workspace_mode).unwrap_or_default()
 }
 
 /// The request as the selector knew it: a handoff through the agent's `handoff` field
@@ -272,9 +265,8 @@ where
     else {
         return Ok(Vec::new());
     };
-    let cap = i64::try_from(selector::PENDING_CAP + 1).unwrap_or(51);
     store
-        .scope_candidates_said_by(&d.bot_profile, &scope, d.created_at, cap)
+        .scope_candidates_said_by(&d.bot_profile, &scope, d.created_at, selector::PENDING_READ)
         .await
 }
 

@@ -34,25 +34,8 @@ pub struct WhatIfRequest {
     /// `shared_thread_enabled`, `group_chat_history_share` (booleans), `workspace_mode`
     /// (`shared` or `owner_only`); a setting left out keeps the decision's.
     #[serde(default)]
-    #[schema(value_type = WhatIfSettings)]
+    #[schema(value_type = Overrides)]
     pub settings: serde_json::Map<String, serde_json::Value>,
-}
-
-/// The settings' shape, as documented (the map above is read by `Overrides::from_json`).
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-pub struct WhatIfSettings {
-    #[schema(minimum = 1, maximum = 2147483647)]
-    thread_context_limit: Option<u32>,
-    #[schema(maximum = 2147483647)]
-    max_context_chars: Option<u32>,
-    #[schema(minimum = 1, maximum = 2147483647)]
-    max_agent_output_chars: Option<u32>,
-    shared_thread_enabled: Option<bool>,
-    group_chat_history_share: Option<bool>,
-    #[schema(pattern = "^(shared|owner_only)$")]
-    workspace_mode: Option<String>,
 }
 
 /// Re-runs the latest (or a chosen) context decision of a thread under other settings.

@@ -331,7 +331,7 @@ impl Gatherer {
         }
 
         if thread_on {
-            let window = i64::try_from(limit * 2 + 32).unwrap_or(i64::MAX);
+            let window = selector::thread_read_window(limit);
             let rows = self.store.thread_candidates(job.thread(), window).await?;
             let (fed, rows) = carried_by_feed(rows, in_feed);
             let injected = g.topic_root.is_some();
@@ -351,10 +351,9 @@ impl Gatherer {
             g.thread.excluded.extend(fed);
         }
         if history_on {
-            let cap = i64::try_from(selector::PENDING_CAP + 1).unwrap_or(51);
             let rows = self
                 .store
-                .pending_candidates(&job.profile, &job.history_scope, cap)
+                .pending_candidates(&job.profile, &job.history_scope, selector::PENDING_READ)
                 .await?;
             g.history_up_to = rows.iter().map(|r| r.event_id).max();
             let (fed, rows) = carried_by_feed(rows, in_feed);

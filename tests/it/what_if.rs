@@ -36,6 +36,13 @@ async fn what_if(app: &TestApp, settings: Value) -> Answer {
     answer(r).await
 }
 
+/// `feishu-bridge --config <path> explain om_root <args…>`, run to its end.
+fn explain_cli(path: &str, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["--config", path, "explain", "om_root"];
+    all.extend_from_slice(args);
+    bridge(&all).output().expect("runs")
+}
+
 fn ids(list: &Value) -> Vec<i64> {
     list.as_array()
         .map(|a| a.iter().filter_map(|i| i["item_id"].as_i64()).collect())
@@ -207,18 +214,15 @@ async fn what_if_explain(db: TestDb) {
     // The CLI, reading the database directly.
     let dir = tempfile::tempdir().expect("dir");
     let path = write_config(&dir, &text);
-    let out = bridge(&[
-        "--config",
+    let out = explain_cli(
         &path,
-        "explain",
-        "om_root",
-        "--what-if",
-        "thread_context_limit=1",
-        "--what-if",
-        "max_agent_output_chars=100",
-    ])
-    .output()
-    .expect("runs");
+        &[
+            "--what-if",
+            "thread_context_limit=1",
+            "--what-if",
+            "max_agent_output_chars=100",
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -237,30 +241,11 @@ async fn what_if_explain(db: TestDb) {
         stdout.contains(&format!("  - #{} human_message (recalled)", thread[2])),
         "{stdout}"
     );
-    let json_out = bridge(&[
-        "--config",
-        &path,
-        "explain",
-        "om_root",
-        "--what-if",
-        "thread_context_limit=1",
-        "--json",
-    ])
-    .output()
-    .expect("runs");
+    let json_out = explain_cli(&path, &["--what-if", "thread_context_limit=1", "--json"]);
     let v: Value = serde_json::from_slice(&json_out.stdout).expect("json");
     assert_eq!(v["settings"]["thread_context_limit"], 1);
     assert_eq!(v["decision_id"], decision_id);
-    let bad = bridge(&[
-        "--config",
-        &path,
-        "explain",
-        "om_root",
-        "--what-if",
-        "nope=1",
-    ])
-    .output()
-    .expect("runs");
+    let bad = explain_cli(&path, &["--what-if", "nope=1"]);
     assert!(!bad.status.success());
     assert!(
         String::from_utf8_lossy(&bad.stderr).contains("unknown what-if setting \"nope\""),

@@ -126,17 +126,37 @@ impl From<CandidateRow> for Candidate {
 /// thread index (`thread_context_events_said`) can deliver that order, so a planner
 /// cannot walk another index backwards and filter (fast for a busy thread, but a scan of
 /// everything written since for a thread that went quiet). The two ranges together mean
-/// exactly `chat_id = $2 AND root_msg_id = $3`.
+/// exactly `chat_id = $2 AND root_msg_id = $3`, with nothing said after `$4` (the end of
+/// time for the thread as it is; a decision's time for the thread as it was then).
 fn thread_candidates() -> String {
     format!(
         "SELECT {CANDIDATE_COLUMNS} FROM thread_context_events e \
          JOIN thread_context_items i ON i.event_id = e.id \
          WHERE (e.chat_id, e.root_msg_id) >= ($2, $3) \
-           AND (e.chat_id, e.root_msg_id, e.created_at) <= ($2, $3, 9223372036854775807) \
+           AND (e.chat_id, e.root_msg_id, e.created_at) <= ($2, $3, $4) \
            AND (e.bot_profile = $1 OR e.event_type = 'agent_output') \
          ORDER BY e.chat_id DESC, e.root_msg_id DESC, e.created_at DESC, e.message_id DESC, \
-           e.id DESC LIMIT $4"
+           e.id DESC LIMIT $5"
     )
+}
+
+impl<DB: Dialect> SqlStore<DB> {
+    /// The thread's newest `window` items said no later than `said_by` (ms).
+    async fn read_thread(
+        &self,
+        t: ProfileThread<'_>,
+        said_by: i64,
+        window: i64,
+    ) -> Result<Vec<Candidate>, StoreError> {
+        let q = thread_candidates();
+        let query = sqlx::query_as(&q)
+            .bind(t.profile)
+            .bind(t.chat_id)
+            .bind(t.root_msg_id)
+            .bind(said_by)
+            .bind(window);
+        self.fetch(query.fetch_all(&self.pool)).await
+    }
 }
 
 /// The newest items observed in a history scope after its watermark. Pending history
@@ -396,13 +416,7 @@ impl<DB: Dialect> EventLog for SqlStore<DB> {
         t: ProfileThread<'_>,
         window: i64,
     ) -> Result<Vec<Candidate>, StoreError> {
-        let q = thread_candidates();
-        let query = sqlx::query_as(&q)
-            .bind(t.profile)
-            .bind(t.chat_id)
-            .bind(t.root_msg_id)
-            .bind(window);
-        self.fetch(query.fetch_all(&self.pool)).await
+        self.read_thread(t, i64::MAX, window).await
     }
 
     async fn pending_candidates(
@@ -426,7 +440,7 @@ impl<DB: Dialect> EventLog for SqlStore<DB> {
         said_by: UnixMs,
         window: i64,
     ) -> Result<Vec<Candidate>, StoreError> {
-        self.read_thread_said_by(t, said_by, window).await
+        self.read_thread(t, said_by.0, window).await
     }
 
     async fn scope_candidates_said_by(

@@ -1,15 +1,11 @@
 //! The event log's reads for what-if explain: a decision's candidates read back by id,
-//! and a thread's or a history scope's items as they stood when the decision was made
-//! (said no later than it). Written, like every candidate read, as bounded index reads.
+//! and a history scope's items as they stood when the decision was made (said no later
+//! than it; a thread's are the live thread read with a cut-off). Written, like every candidate read, as bounded index reads.
 
 use super::{
     dialect::Dialect, event_log::CANDIDATE_COLUMNS, inbox::IDS_PER_STATEMENT, store::SqlStore,
 };
-use crate::{
-    store::{ProfileThread, StoreError},
-    util::UnixMs,
-    vocab::Candidate,
-};
+use crate::{store::StoreError, util::UnixMs, vocab::Candidate};
 
 /// `SELECT` of the items with `n` ids.
 fn by_id(n: usize) -> String {
@@ -20,18 +16,6 @@ fn by_id(n: usize) -> String {
     format!(
         "SELECT {CANDIDATE_COLUMNS} FROM thread_context_items i \
          JOIN thread_context_events e ON e.id = i.event_id WHERE i.id IN ({list}) ORDER BY i.id"
-    )
-}
-
-/// The thread's newest items said no later than `$4` (the same items
-/// `thread_candidates` reads, cut at a moment).
-fn thread_said_by() -> String {
-    format!(
-        "SELECT {CANDIDATE_COLUMNS} FROM thread_context_events e \
-         JOIN thread_context_items i ON i.event_id = e.id \
-         WHERE e.chat_id = $2 AND e.root_msg_id = $3 AND e.created_at <= $4 \
-           AND (e.bot_profile = $1 OR e.event_type = 'agent_output') \
-         ORDER BY e.created_at DESC, e.message_id DESC, e.id DESC LIMIT $5"
     )
 }
 
@@ -62,23 +46,6 @@ impl<DB: Dialect> SqlStore<DB> {
             found.extend(self.fetch(query.fetch_all(&self.pool)).await?);
         }
         Ok(found)
-    }
-
-    /// See [`crate::store::EventLog::thread_candidates_said_by`].
-    pub(crate) async fn read_thread_said_by(
-        &self,
-        t: ProfileThread<'_>,
-        said_by: UnixMs,
-        window: i64,
-    ) -> Result<Vec<Candidate>, StoreError> {
-        let q = thread_said_by();
-        let query = sqlx::query_as(&q)
-            .bind(t.profile)
-            .bind(t.chat_id)
-            .bind(t.root_msg_id)
-            .bind(said_by)
-            .bind(window);
-        self.fetch(query.fetch_all(&self.pool)).await
     }
 
     /// See [`crate::store::EventLog::scope_candidates_said_by`].

@@ -52,30 +52,21 @@ pub fn render(w: &WhatIf) -> Html {
 
 /// Recorded and used settings side by side; the changed ones marked.
 fn settings(w: &WhatIf) -> Html {
-    let recorded = serde_json::to_value(&w.recorded).unwrap_or_default();
-    let used = serde_json::to_value(&w.settings).unwrap_or_default();
     let mut h = Html::new();
     h.raw("<h2>Settings</h2><table class=\"settings\"><thead><tr><th>Setting</th>")
         .raw("<th>Recorded</th><th>What if</th></tr></thead><tbody>");
-    if let Some(keys) = recorded.as_object() {
-        for (key, before) in keys {
-            let after = &used[key.as_str()];
-            h.raw(if before == after {
-                "<tr>"
-            } else {
-                "<tr class=\"changed\">"
-            })
-            .el("<td><code>", key, "</code></td>")
-            .el("<td>", &shown(before), "</td>")
-            .el("<td>", &shown(after), "</td></tr>");
-        }
+    for (key, before, after) in w.recorded.beside(&w.settings) {
+        h.raw(if before == after {
+            "<tr>"
+        } else {
+            "<tr class=\"changed\">"
+        })
+        .el("<td><code>", key, "</code></td>")
+        .el("<td>", &before, "</td>")
+        .el("<td>", &after, "</td></tr>");
     }
     h.raw("</tbody></table>");
     h
-}
-
-fn shown(v: &serde_json::Value) -> String {
-    v.as_str().map_or_else(|| v.to_string(), str::to_string)
 }
 
 fn diff(d: &Diff) -> Html {
