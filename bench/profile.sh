@@ -12,7 +12,8 @@
 #
 # Tunables: N (20000), PERF (1 when perf is installed), STRACE (1: count system calls
 # with strace instead of perf), FREQ (perf's sampling rate, 997),
-# TOP (symbols listed, 25). Needs wrk (Debian package wrk) and curl. Runs in a temporary
+# TOP (symbols listed, 25), BRIDGE (a bridge binary to profile instead of this tree's
+# release build: an earlier revision's, for a comparison in one sitting). Needs wrk (Debian package wrk) and curl. Runs in a temporary
 # directory, on 127.0.0.1 only; the bridge's Open API base is a closed port.
 set -euo pipefail
 
@@ -35,8 +36,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd "$ROOT" && cargo build --release --quiet --bin feishu-bridge --example loadgen)
-BRIDGE=$TARGET/release/feishu-bridge
+if [[ -n ${BRIDGE:-} ]]; then
+    (cd "$ROOT" && cargo build --release --quiet --example loadgen)
+else
+    (cd "$ROOT" && cargo build --release --quiet --bin feishu-bridge --example loadgen)
+    BRIDGE=$TARGET/release/feishu-bridge
+fi
 KEY=profile-encrypt-key
 TOKEN=profile-verification-token
 "$TARGET/release/examples/loadgen" --encrypt-key "$KEY" --token "$TOKEN" --app-id cli_bench \

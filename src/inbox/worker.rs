@@ -13,9 +13,10 @@
 //! takes writes again — it resumes by itself.
 //!
 //! Claims carry this process's name and a lease that a heartbeat renews while the event
-//! is in hand. At start the worker takes back the claims an earlier run of this process
-//! left (every claim on SQLite); another replica's dead claims are taken once their
-//! lease runs out. On shutdown the worker finishes the batches in hand.
+//! is in hand (on SQLite the store holds them in memory instead of writing them). At
+//! start the worker takes back the claims an earlier run of this process left (every
+//! claim on SQLite); another replica's dead claims are taken once their lease runs out.
+//! On shutdown the worker finishes the batches in hand.
 
 use std::{
     collections::BTreeSet,

@@ -209,7 +209,9 @@ pub trait InboxStore: Send + Sync + 'static {
     /// `after_chat` (the last chat the caller took), going round to the first key, so
     /// every chat is served in turn. Answers the events in arrival order. Claims are
     /// serialized (on Postgres by an advisory lock), so one chat is never in two
-    /// workers' hands and concurrent claimers never get the same row.
+    /// workers' hands and concurrent claimers never get the same row. On SQLite the claim
+    /// is held in the store's memory, not written (see `held_claims`): the answer and
+    /// every read of the store show it as a written claim would be.
     async fn claim_inbox(
         &self,
         owner: &str,

@@ -21,6 +21,7 @@ mod digests;
 mod event_log;
 mod feed;
 mod handoffs;
+mod held_claims;
 mod hygiene;
 mod inbox;
 mod media;

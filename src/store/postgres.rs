@@ -20,6 +20,7 @@ use sqlx::{
 
 use super::{
     Backend, NewInboxEvent, StoreError,
+    held_claims::HeldClaims,
     sql::{dialect::Dialect, inbox::bind_new_event, store::SqlStore, store::close_on_failure},
     writer_gate::WriteTurn,
 };
@@ -135,6 +136,11 @@ impl Dialect for Postgres {
 
     fn rows_affected(done: &PgQueryResult) -> u64 {
         done.rows_affected()
+    }
+
+    /// Replicas share the database: every claim is written, with its owner and lease.
+    fn held_claims(_: &()) -> Option<&HeldClaims> {
+        None
     }
 
     /// Postgres takes concurrent writers: no turn to wait for.

@@ -24,6 +24,7 @@ use sqlx::{
 
 use super::{
     Backend, NewInboxEvent, StoreError,
+    held_claims::HeldClaims,
     sql::{dialect::Dialect, store::SqlStore},
     sqlite_inbox::InboxWriter,
     writer_gate::{WriteTurn, WriterGate},
@@ -33,8 +34,8 @@ use super::{
 pub type SqliteStore = SqlStore<Sqlite>;
 
 /// What a SQLite store keeps besides its pool: the options its inbox connection opens
-/// with, that connection, the gate its writers take turns at, and the one connection
-/// every other write goes through.
+/// with, that connection, the gate its writers take turns at, the one connection every
+/// other write goes through, and the inbox claims in hand.
 ///
 /// SQLite drops a connection's page cache whenever another connection wrote since its
 /// last transaction. Writes spread over the pool's connections therefore found a cold
@@ -47,6 +48,7 @@ pub struct SqliteState {
     writer: SqlitePool,
     inbox: Arc<InboxWriter>,
     gate: Arc<WriterGate>,
+    claims: Arc<HeldClaims>,
 }
 
 /// Held by the one process serving a SQLite database file (an advisory lock on
@@ -58,6 +60,11 @@ pub struct ServingLock {
 
 /// The writer connection's page cache, in KiB (negative: SQLite's unit for a size).
 const WRITER_CACHE: &str = "-16384";
+
+/// Each pooled (reading) connection's page cache, in KiB. SQLite empties a connection's
+/// cache whenever another connection wrote, so while the worker writes, a read finds it
+/// cold whatever its size; a small one bounds what the readers hold.
+const READER_CACHE: &str = "-512";
 
 impl SqlStore<Sqlite> {
     /// Takes the serving lock of the database file named by a `sqlite://` URL; `None`
@@ -118,7 +125,7 @@ impl SqlStore<Sqlite> {
             .min_connections(1)
             .acquire_timeout(timeout)
             .after_release(super::hygiene::after_release)
-            .connect_with(options.clone())
+            .connect_with(options.clone().pragma("cache_size", READER_CACHE))
             .await?;
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
@@ -137,6 +144,7 @@ impl SqlStore<Sqlite> {
                 options,
                 inbox: Arc::default(),
                 gate: Arc::default(),
+                claims: Arc::default(),
             },
         })
     }
@@ -165,6 +173,11 @@ impl Dialect for Sqlite {
 
     fn writes<'a>(_: &'a SqlitePool, state: &'a SqliteState) -> &'a SqlitePool {
         &state.writer
+    }
+
+    /// One process serves the file: its claims are held in memory (see `held_claims`).
+    fn held_claims(state: &SqliteState) -> Option<&HeldClaims> {
+        Some(&state.claims)
     }
 
     /// Any other write's turn at SQLite's one writer (see `writer_gate`).

@@ -18,7 +18,9 @@ use sqlx::{
     migrate::{Migrate, Migrator},
 };
 
-use crate::store::{Backend, NewInboxEvent, StoreError, writer_gate::WriteTurn};
+use crate::store::{
+    Backend, NewInboxEvent, StoreError, held_claims::HeldClaims, writer_gate::WriteTurn,
+};
 
 /// `<X as Same<T>>::Is` is `T`, whatever `X`, and every user of `Same` is told so: a
 /// bound on it in a supertrait is a bound on `T` that every user of the trait is given
@@ -101,6 +103,10 @@ pub trait Dialect:
     /// The pool writes go through: SQLite's one writer connection (see
     /// `SqliteState`), or the pool itself.
     fn writes<'a>(pool: &'a Pool<Self>, state: &'a Self::State) -> &'a Pool<Self>;
+
+    /// Where inbox claims are held when they are not written (SQLite: see
+    /// `held_claims`); `None` where every claim is written (Postgres, shared by replicas).
+    fn held_claims(state: &Self::State) -> Option<&HeldClaims>;
 
     /// A write's turn at the database, when writers take turns in process.
     fn write_turn(state: &Self::State) -> impl Future<Output = Option<WriteTurn<'_>>> + Send;

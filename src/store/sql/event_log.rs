@@ -302,11 +302,19 @@ impl<DB: Dialect> EventLog for SqlStore<DB> {
                 out.extend(routes_within(&mut tx, &steps[i..end]).await?);
                 i = end;
             }
-            finish_within(&mut tx, &batch.done, &Finish::Done, batch.now).await?;
+            finish_within(
+                &mut tx,
+                &batch.done,
+                &Finish::Done,
+                batch.now,
+                self.holds_claims(),
+            )
+            .await?;
             tx.commit().await?;
             Ok(out)
         })
         .await
+        .inspect(|_| self.let_go(&batch.done))
     }
 
     async fn recalled_among(&self, message_ids: &[String]) -> Result<Vec<String>, StoreError> {

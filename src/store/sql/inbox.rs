@@ -11,8 +11,9 @@ use super::{
 };
 use crate::{
     store::{
-        Backend, ClaimLimits, Finish, InboxCounts, InboxEvent, InboxProblem, InboxStore,
-        InsertOutcome, NewInboxEvent, ProfileBacklog, StoreError,
+        Backend, ClaimLimits, Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus,
+        InboxStore, InsertOutcome, NewInboxEvent, ProfileBacklog, StoreError,
+        held_claims::HeldClaims,
     },
     util::UnixMs,
 };
@@ -116,6 +117,35 @@ fn claim_lane(lock: &str) -> String {
     )
 }
 
+/// Whether any claim is written (left by a version that wrote its claims).
+const WRITTEN_CLAIMS: &str =
+    "SELECT EXISTS (SELECT 1 FROM inbox_events WHERE status = 'processing')";
+
+/// A chat's oldest due rows, read for a claim held in memory (see `held_claims`): `$1`
+/// the chat, `$2` now, `$3` how many. The `+` as in [`claim_lane`].
+fn pending_lane() -> String {
+    format!(
+        "SELECT {INBOX_COLUMNS} FROM inbox_events \
+         WHERE status = 'pending' AND chat_key = $1 AND +next_attempt_at <= $2 \
+         ORDER BY id LIMIT $3"
+    )
+}
+
+/// The attempt of held claims let go without an outcome (a lease that ran out, a claim
+/// taken back at start), counted as a written claim counts it; with `due`, `$1` makes
+/// them due at once. One placeholder per id after.
+fn count_attempts(ids: usize, due: bool) -> String {
+    let (set, first) = if due {
+        (", next_attempt_at = $1", 2)
+    } else {
+        ("", 1)
+    };
+    format!(
+        "UPDATE inbox_events SET attempts = attempts + 1{set}{} AND status = 'pending'",
+        ids_from(first, ids)
+    )
+}
+
 /// How an attempt ended, for the rows listed after `$1` (error) and `$2` (time).
 const FINISH_DONE: &str = "UPDATE inbox_events \
      SET status = 'done', last_error = $1, processed_at = $2, lease_until = NULL, lease_owner = NULL";
@@ -183,7 +213,7 @@ const BACKLOG: &str = "SELECT profile, COUNT(*) AS depth, MIN(received_at) AS ol
      FROM inbox_events WHERE status IN ('pending', 'processing') \
      GROUP BY profile ORDER BY profile";
 
-const PROBLEMS: &str = "SELECT profile, event_id, event_type, status, attempts, last_error \
+const PROBLEMS: &str = "SELECT id, profile, event_id, event_type, status, attempts, last_error \
      FROM inbox_events WHERE status = 'failed' OR (status = 'pending' AND attempts > 0) \
      ORDER BY id DESC LIMIT $1";
 
@@ -198,27 +228,47 @@ fn in_arrival_order(mut events: Vec<InboxEvent>) -> Vec<InboxEvent> {
 }
 
 /// The statement for `ids` rows and its `$1` (error) and `$2` (time) arguments for one
-/// [`Finish`].
-fn finish_statement(finish: &Finish, now: UnixMs, ids: usize) -> (String, Option<&str>, UnixMs) {
+/// [`Finish`]. Where claims are `held` in memory, a claimed row is still `pending`, its
+/// attempt not yet counted: an outcome counts it (a deferral leaves the count as it
+/// is), while a row claimed in writing (`processing`) counted it at its claim.
+fn finish_statement(
+    finish: &Finish,
+    now: UnixMs,
+    ids: usize,
+    held: bool,
+) -> (String, Option<&str>, UnixMs) {
     let (q, error, at) = match finish {
         Finish::Done => (FINISH_DONE, None, now),
         Finish::Retry { error, at } => (FINISH_RETRY, Some(error.as_str()), *at),
         Finish::Deferred { error, at } => (FINISH_DEFERRED, Some(error.as_str()), *at),
         Finish::Failed { error } => (FINISH_FAILED, Some(error.as_str()), now),
     };
+    let q = match (held, finish) {
+        (false, _) => q.to_owned(),
+        (true, Finish::Deferred { .. }) => q.replace(
+            "attempts = attempts - 1",
+            "attempts = attempts - (CASE WHEN status = 'processing' THEN 1 ELSE 0 END)",
+        ),
+        (true, _) => q.replace(
+            "SET status",
+            "SET attempts = attempts + (CASE WHEN status = 'pending' THEN 1 ELSE 0 END), status",
+        ),
+    };
     (format!("{q}{}", ids_from(3, ids)), error, at)
 }
 
 /// Records `finish` for `ids` inside the open transaction `tx`, a statement per
-/// [`IDS_PER_STATEMENT`] rows.
+/// [`IDS_PER_STATEMENT`] rows; `held` when claims are held in memory (see
+/// [`finish_statement`]).
 pub(crate) async fn finish_within<DB: Dialect>(
     tx: &mut Write<'_, DB>,
     ids: &[i64],
     finish: &Finish,
     now: UnixMs,
+    held: bool,
 ) -> Result<(), StoreError> {
     for chunk in ids.chunks(IDS_PER_STATEMENT) {
-        let (q, error, at) = finish_statement(finish, now, chunk.len());
+        let (q, error, at) = finish_statement(finish, now, chunk.len(), held);
         let mut query = sqlx::query(&q).persistent(false).bind(error).bind(at);
         for id in chunk {
             query = query.bind(id);
@@ -273,13 +323,23 @@ impl<DB: Dialect> InboxStore for SqlStore<DB> {
         limits: ClaimLimits,
         after_chat: Option<&str>,
     ) -> Result<Vec<InboxEvent>, StoreError> {
+        if let Some(held) = DB::held_claims(&self.state) {
+            let claim = HeldClaim {
+                owner,
+                now,
+                lease_ms,
+                limits,
+                after_chat,
+            };
+            return self.claim_held(held, claim).await;
+        }
         let claim = claim_lane(DB::CLAIM_LOCK);
         let rows = self
             .bounded(async {
                 let mut tx = self.transaction().await?;
                 sqlx::query(DB::CLAIM_SERIALIZE).execute(&mut *tx).await?;
                 sqlx::query(EXPIRE).bind(now).execute(&mut *tx).await?;
-                let lanes = free_lanes(&mut tx, now, limits, after_chat).await?;
+                let lanes = free_lanes::<DB>(&mut tx, now, limits, after_chat).await?;
                 let mut rows: Vec<InboxEvent> = Vec::new();
                 for chat in &lanes {
                     let claimed: Vec<InboxEvent> = sqlx::query_as(&claim)
@@ -305,6 +365,10 @@ impl<DB: Dialect> InboxStore for SqlStore<DB> {
         ids: &[i64],
         until: UnixMs,
     ) -> Result<(), StoreError> {
+        if let Some(held) = DB::held_claims(&self.state) {
+            held.renew(owner, ids, until);
+            return Ok(());
+        }
         if ids.is_empty() {
             return Ok(());
         }
@@ -318,8 +382,25 @@ impl<DB: Dialect> InboxStore for SqlStore<DB> {
 
     async fn reclaim_inbox(&self, owner: &str, now: UnixMs) -> Result<u64, StoreError> {
         let every_claim = DB::BACKEND == Backend::Sqlite;
-        let query = sqlx::query(RECLAIM).bind(now).bind(owner).bind(every_claim);
-        self.execute(query).await
+        let Some(held) = DB::held_claims(&self.state) else {
+            let query = sqlx::query(RECLAIM).bind(now).bind(owner).bind(every_claim);
+            return self.execute(query).await;
+        };
+        // Every claim held, and any written by a version that wrote its claims.
+        let ids = held.take_all();
+        self.bounded(async {
+            let mut tx = self.transaction().await?;
+            let written = sqlx::query(RECLAIM)
+                .bind(now)
+                .bind(owner)
+                .bind(every_claim)
+                .execute(&mut *tx)
+                .await?;
+            let counted = count_attempts_within(&mut tx, &ids, Some(now)).await?;
+            tx.commit().await?;
+            Ok(DB::rows_affected(&written) + counted)
+        })
+        .await
     }
 
     async fn finish_inbox(
@@ -333,16 +414,20 @@ impl<DB: Dialect> InboxStore for SqlStore<DB> {
         }
         self.bounded(async {
             let mut tx = self.transaction().await?;
-            finish_within(&mut tx, ids, finish, now).await?;
+            finish_within(&mut tx, ids, finish, now, self.holds_claims()).await?;
             tx.commit().await
         })
-        .await
+        .await?;
+        self.let_go(ids);
+        Ok(())
     }
 
     async fn release_inbox(&self, ids: &[i64]) -> Result<(), StoreError> {
         if ids.is_empty() {
             return Ok(());
         }
+        // A held claim is given back by letting go; a written one by the statement.
+        self.let_go(ids);
         self.bounded(async {
             let mut tx = self.transaction().await?;
             for chunk in ids.chunks(IDS_PER_STATEMENT) {
@@ -359,8 +444,18 @@ impl<DB: Dialect> InboxStore for SqlStore<DB> {
     }
 
     async fn inbox_counts(&self) -> Result<InboxCounts, StoreError> {
-        self.fetch(sqlx::query_as(COUNTS).fetch_one(&self.pool))
-            .await
+        let mut counts: InboxCounts = self
+            .fetch(sqlx::query_as(COUNTS).fetch_one(&self.pool))
+            .await?;
+        if let Some(held) = DB::held_claims(&self.state) {
+            // Held rows are pending in the file; one finished meanwhile is counted once.
+            let h = held.counts();
+            let held_pending = h.held.min(counts.pending);
+            counts.pending -= held_pending;
+            counts.processing += held_pending;
+            counts.retrying -= h.retried.min(counts.retrying);
+        }
+        Ok(counts)
     }
 
     async fn inbox_backlog(&self) -> Result<Vec<ProfileBacklog>, StoreError> {
@@ -369,8 +464,21 @@ impl<DB: Dialect> InboxStore for SqlStore<DB> {
     }
 
     async fn inbox_problems(&self, limit: i64) -> Result<Vec<InboxProblem>, StoreError> {
-        self.fetch(sqlx::query_as(PROBLEMS).bind(limit).fetch_all(&self.pool))
-            .await
+        let held = DB::held_claims(&self.state);
+        // A held retry is in hand, not waiting: left out, as a written claim would be.
+        let more = held.map_or(0, |h| h.counts().retried);
+        let query = sqlx::query_as(PROBLEMS).bind(limit.saturating_add(more));
+        let rows: Vec<ProblemRow> = self.fetch(query.fetch_all(&self.pool)).await?;
+        let waiting = |r: &ProblemRow| {
+            !(r.problem.status == InboxStatus::Pending && held.is_some_and(|h| h.holds(r.id)))
+        };
+        let limit = usize::try_from(limit).unwrap_or(0);
+        Ok(rows
+            .into_iter()
+            .filter(waiting)
+            .take(limit)
+            .map(|r| r.problem)
+            .collect())
     }
 
     async fn inbox_event(
@@ -380,14 +488,133 @@ impl<DB: Dialect> InboxStore for SqlStore<DB> {
     ) -> Result<Option<InboxEvent>, StoreError> {
         let q = select_inbox_by_key();
         let query = sqlx::query_as(&q).bind(profile).bind(event_id);
-        self.fetch(query.fetch_optional(&self.pool)).await
+        let mut row: Option<InboxEvent> = self.fetch(query.fetch_optional(&self.pool)).await?;
+        if let (Some(held), Some(e)) = (DB::held_claims(&self.state), row.as_mut())
+            && e.event.status == InboxStatus::Pending
+            && held.holds(e.id)
+        {
+            // As a written claim shows it: in hand, its attempt counted.
+            e.event.status = InboxStatus::Processing;
+            e.attempts += 1;
+        }
+        Ok(row)
     }
+}
+
+/// A row of [`PROBLEMS`]: the problem and its row id.
+#[derive(sqlx::FromRow)]
+struct ProblemRow {
+    id: i64,
+    #[sqlx(flatten)]
+    problem: InboxProblem,
+}
+
+/// A claim held in memory (see `held_claims`): what [`InboxStore::claim_inbox`] was
+/// asked.
+struct HeldClaim<'a> {
+    owner: &'a str,
+    now: UnixMs,
+    lease_ms: i64,
+    limits: ClaimLimits,
+    after_chat: Option<&'a str>,
+}
+
+impl<DB: Dialect> SqlStore<DB> {
+    /// Whether claims are held in memory rather than written (see `held_claims`).
+    pub(crate) fn holds_claims(&self) -> bool {
+        DB::held_claims(&self.state).is_some()
+    }
+
+    /// Lets go of the held claims of `ids`, once their outcome is committed.
+    pub(crate) fn let_go(&self, ids: &[i64]) {
+        if let Some(held) = DB::held_claims(&self.state) {
+            held.release(ids);
+        }
+    }
+
+    /// [`InboxStore::claim_inbox`] with the claims held in memory: the chats no claim
+    /// holds are read as [`lanes`] finds them, and their oldest due rows are read, not
+    /// written, on a pooled connection beside the writer; they are held from then on.
+    /// The leases that ran out are let go first, their attempt written (their holder
+    /// died). A row's outcome is committed before its claim is let go, so a claim never
+    /// reads a finished row as due.
+    async fn claim_held(
+        &self,
+        held: &HeldClaims,
+        c: HeldClaim<'_>,
+    ) -> Result<Vec<InboxEvent>, StoreError> {
+        let _claiming = held.claiming.lock().await;
+        let expired = held.expire(c.now);
+        let busy = held.chats();
+        let wanted = usize::try_from(c.limits.chats).unwrap_or(usize::MAX);
+        let scan = ClaimLimits {
+            chats: c
+                .limits
+                .chats
+                .saturating_add(i64::try_from(busy.len()).unwrap_or(i64::MAX)),
+            ..c.limits
+        };
+        let read = pending_lane();
+        let mut rows: Vec<InboxEvent> = self
+            .bounded(async {
+                // Only a claim that ran out, or one written by a version that wrote its
+                // claims, needs a write; a claim itself only reads, beside the writer.
+                let mut conn = self.pool.acquire().await?;
+                let written: bool = sqlx::query_scalar(WRITTEN_CLAIMS)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                if written || !expired.is_empty() {
+                    let mut tx = self.transaction().await?;
+                    sqlx::query(EXPIRE).bind(c.now).execute(&mut *tx).await?;
+                    count_attempts_within(&mut tx, &expired, None).await?;
+                    tx.commit().await?;
+                }
+                let lanes = free_lanes::<DB>(&mut conn, c.now, scan, c.after_chat).await?;
+                let mut rows = Vec::new();
+                for chat in lanes.iter().filter(|k| !busy.contains(*k)).take(wanted) {
+                    let due: Vec<InboxEvent> = sqlx::query_as(&read)
+                        .bind(chat)
+                        .bind(c.now)
+                        .bind(c.limits.per_chat)
+                        .fetch_all(&mut *conn)
+                        .await?;
+                    rows.extend(due);
+                }
+                Ok(rows)
+            })
+            .await?;
+        let until = UnixMs(c.now.0.saturating_add(c.lease_ms));
+        held.hold(c.owner, until, &mut rows);
+        Ok(in_arrival_order(rows))
+    }
+}
+
+/// Counts the attempt of held claims let go without an outcome (see
+/// [`count_attempts`]), `due` at that time if given; how many rows it counted.
+async fn count_attempts_within<DB: Dialect>(
+    tx: &mut Write<'_, DB>,
+    ids: &[i64],
+    due: Option<UnixMs>,
+) -> Result<u64, StoreError> {
+    let mut counted = 0;
+    for chunk in ids.chunks(IDS_PER_STATEMENT) {
+        let q = count_attempts(chunk.len(), due.is_some());
+        let mut query = sqlx::query(&q).persistent(false);
+        if let Some(at) = due {
+            query = query.bind(at);
+        }
+        for id in chunk {
+            query = query.bind(id);
+        }
+        counted += DB::rows_affected(&query.execute(&mut **tx).await?);
+    }
+    Ok(counted)
 }
 
 /// The chats a claim takes, at most `limits.chats`: those after `after_chat` first, then
 /// from the start (see [`lanes`]).
 async fn free_lanes<DB: Dialect>(
-    tx: &mut Write<'_, DB>,
+    conn: &mut <DB as sqlx::Database>::Connection,
     now: UnixMs,
     limits: ClaimLimits,
     after_chat: Option<&str>,
@@ -400,7 +627,7 @@ async fn free_lanes<DB: Dialect>(
                 .bind(LANE_SCAN)
                 .bind(limits.chats)
                 .bind(after)
-                .fetch_all(&mut **tx)
+                .fetch_all(&mut *conn)
                 .await?
         }
         None => Vec::new(),
@@ -410,7 +637,7 @@ async fn free_lanes<DB: Dialect>(
             .bind(now)
             .bind(LANE_SCAN)
             .bind(limits.chats)
-            .fetch_all(&mut **tx)
+            .fetch_all(&mut *conn)
             .await?;
         for chat in from_start {
             if chats.len() < wanted && !chats.contains(&chat) {

@@ -311,9 +311,16 @@ async fn kill_mid_batch(db: TestDb) {
         13,
         "recorded up to the command"
     );
+    // Nothing from the command on was recorded. On Postgres the command and the rest of
+    // its batch are claimed in writing; on SQLite claims are held in the killed process's
+    // memory, so every row from the command on is still pending in the file.
+    let (status, from_the_command) = match db.kind {
+        Kind::Sqlite => ("pending", 60 - 13),
+        Kind::Postgres => ("processing", 3),
+    };
     assert_eq!(
-        db.scalar(&in_chat("processing", ">=")).await,
-        3,
+        db.scalar(&in_chat(status, ">=")).await,
+        from_the_command,
         "the command and the rest of its batch were in hand"
     );
     let done = db
