@@ -65,13 +65,15 @@
 # CREATE/DROP DATABASE runs), NODE_SDK (1; 0 skips the Node SDK baseline),
 # NODE_AUTO_CHALLENGE (1: the SDK adapter's autoChallenge on, as a deployment needs it
 # to pass Feishu's request-URL check; it decrypts each event a second time),
-# FEISHU_BRIDGE_BENCH_CACHE (~/.cache/feishu-bridge-bench; where npm installs the SDK).
+# FEISHU_BRIDGE_BENCH_CACHE (~/.cache/feishu-bridge-bench; where npm installs the SDK),
+# BRIDGE (a bridge binary to measure instead of this tree's release build: an earlier
+# revision's, for a comparison in one sitting).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-TUNABLES="QUICK WORKER_BATCH DURATION CONCURRENCIES THREADS RATE RATE_CONNECTIONS BACKLOG REQUESTS EVENTS BACKENDS WORKER_OFF FILL_CONNECTIONS DRAIN_TIMEOUT PGHOST PGPORT PGUSER PG_ADMIN_DB NODE_SDK NODE_AUTO_CHALLENGE"
+TUNABLES="BRIDGE QUICK WORKER_BATCH DURATION CONCURRENCIES THREADS RATE RATE_CONNECTIONS BACKLOG REQUESTS EVENTS BACKENDS WORKER_OFF FILL_CONNECTIONS DRAIN_TIMEOUT PGHOST PGPORT PGUSER PG_ADMIN_DB NODE_SDK NODE_AUTO_CHALLENGE"
 # The command that reproduces this run: the tunables that were set, then the script.
 REPRODUCE=""
 for v in $TUNABLES; do
@@ -828,7 +830,7 @@ rm -f "$OUT_DIR"/*.wrk.txt "$OUT_DIR"/*.server.log
 log "building release binaries"
 cargo build --release --quiet --bin feishu-bridge --example loadgen --example bare_axum \
     --example durable_floor
-BRIDGE=$TARGET_DIR/release/feishu-bridge
+BRIDGE=${BRIDGE:-$TARGET_DIR/release/feishu-bridge}
 LOADGEN=$TARGET_DIR/release/examples/loadgen
 BARE=$TARGET_DIR/release/examples/bare_axum
 FLOOR=$TARGET_DIR/release/examples/durable_floor
