@@ -81,13 +81,16 @@ mod tests {
 
     use super::*;
 
-    #[tokio::test]
-    async fn a_group_commit_goes_before_the_other_writers_queued_before_it() {
-        let gate = Arc::new(WriterGate::default());
+    /// While `held` is in hand, writers come one after another (`true`: a group commit),
+    /// each queued before the next comes; the order they got their turn in.
+    async fn order_of_turns(
+        gate: &Arc<WriterGate>,
+        held: WriteTurn<'_>,
+        writers: &[(&'static str, bool)],
+    ) -> Vec<&'static str> {
         let order = Arc::new(Log::new(Vec::new()));
-        let held = gate.other().await;
         let mut tasks = Vec::new();
-        for (name, inbox) in [("a", false), ("b", false), ("inbox", true)] {
+        for &(name, inbox) in writers {
             let (g, order) = (gate.clone(), order.clone());
             tasks.push(tokio::spawn(async move {
                 let _turn = if inbox {
@@ -104,34 +107,26 @@ mod tests {
         for t in tasks {
             t.await.expect("writer");
         }
-        assert_eq!(*order.lock().expect("log"), ["inbox", "a", "b"]);
+        order.lock().expect("log").clone()
+    }
+
+    #[tokio::test]
+    async fn a_group_commit_goes_before_the_other_writers_queued_before_it() {
+        let gate = Arc::new(WriterGate::default());
+        let held = gate.other().await;
+        let writers = [("a", false), ("b", false), ("inbox", true)];
+        let order = order_of_turns(&gate, held, &writers).await;
+        assert_eq!(order, ["inbox", "a", "b"]);
     }
 
     #[tokio::test]
     async fn a_writer_at_the_gate_steps_back_for_a_group_commit_that_came_after_it() {
         let gate = Arc::new(WriterGate::default());
-        let order = Arc::new(Log::new(Vec::new()));
         // A group commit in hand; "a" comes to the gate and waits there, then another
         // group commit comes.
         let held = gate.inbox().await;
-        let mut tasks = Vec::new();
-        for (name, inbox) in [("a", false), ("inbox", true)] {
-            let (g, order) = (gate.clone(), order.clone());
-            tasks.push(tokio::spawn(async move {
-                let _turn = if inbox {
-                    g.inbox().await
-                } else {
-                    g.other().await
-                };
-                order.lock().expect("log").push(name);
-            }));
-            tokio::task::yield_now().await;
-        }
-        drop(held);
-        for t in tasks {
-            t.await.expect("writer");
-        }
-        assert_eq!(*order.lock().expect("log"), ["inbox", "a"]);
+        let order = order_of_turns(&gate, held, &[("a", false), ("inbox", true)]).await;
+        assert_eq!(order, ["inbox", "a"]);
         assert_eq!(gate.inbox_waiting.load(Ordering::Acquire), 0);
     }
 
