@@ -146,18 +146,32 @@ fn count_attempts(ids: usize, due: bool) -> String {
     )
 }
 
-/// How an attempt ended, for the rows listed after `$1` (error) and `$2` (time).
-const FINISH_DONE: &str = "UPDATE inbox_events \
-     SET status = 'done', last_error = $1, processed_at = $2, lease_until = NULL, lease_owner = NULL";
-const FINISH_RETRY: &str = "UPDATE inbox_events \
-     SET status = 'pending', last_error = $1, next_attempt_at = $2, lease_until = NULL, \
-     lease_owner = NULL";
-const FINISH_DEFERRED: &str = "UPDATE inbox_events \
-     SET status = 'pending', attempts = attempts - 1, last_error = $1, next_attempt_at = $2, \
+/// How an attempt ended, for the rows listed after `$1` (error) and `$2` (time): what
+/// `SET` writes besides the attempt count (see [`attempt_count`]). A deferral writes
+/// what a retry does.
+const FINISH_DONE: &str =
+    "status = 'done', last_error = $1, processed_at = $2, lease_until = NULL, lease_owner = NULL";
+const FINISH_RETRY: &str = "status = 'pending', last_error = $1, next_attempt_at = $2, \
      lease_until = NULL, lease_owner = NULL";
-const FINISH_FAILED: &str = "UPDATE inbox_events \
-     SET status = 'failed', last_error = $1, processed_at = $2, lease_until = NULL, \
-     lease_owner = NULL";
+const FINISH_FAILED: &str = "status = 'failed', last_error = $1, processed_at = $2, \
+     lease_until = NULL, lease_owner = NULL";
+
+/// How an outcome changes the attempt count, as the start of a `SET` list. A claim in
+/// writing (`processing`) counted its attempt when it was made, and a deferral (the
+/// database failed, not the event) takes it back. Where claims are `held` in memory, a
+/// claimed row is still `pending`, its attempt not yet counted: an outcome counts it and
+/// a deferral leaves the count as it is (a row claimed in writing by an earlier version
+/// is counted as above).
+fn attempt_count(finish: &Finish, held: bool) -> &'static str {
+    match (held, finish) {
+        (false, Finish::Deferred { .. }) => "attempts = attempts - 1, ",
+        (false, _) => "",
+        (true, Finish::Deferred { .. }) => {
+            "attempts = attempts - (CASE WHEN status = 'processing' THEN 1 ELSE 0 END), "
+        }
+        (true, _) => "attempts = attempts + (CASE WHEN status = 'pending' THEN 1 ELSE 0 END), ",
+    }
+}
 
 /// Rows per statement that lists ids (well under either backend's parameter limit).
 pub(crate) const IDS_PER_STATEMENT: usize = 1000;
@@ -228,38 +242,30 @@ fn in_arrival_order(mut events: Vec<InboxEvent>) -> Vec<InboxEvent> {
 }
 
 /// The statement for `ids` rows and its `$1` (error) and `$2` (time) arguments for one
-/// [`Finish`]. Where claims are `held` in memory, a claimed row is still `pending`, its
-/// attempt not yet counted: an outcome counts it (a deferral leaves the count as it
-/// is), while a row claimed in writing (`processing`) counted it at its claim.
+/// [`Finish`]; `held` when claims are held in memory (see [`attempt_count`]).
 fn finish_statement(
     finish: &Finish,
     now: UnixMs,
     ids: usize,
     held: bool,
 ) -> (String, Option<&str>, UnixMs) {
-    let (q, error, at) = match finish {
+    let (set, error, at) = match finish {
         Finish::Done => (FINISH_DONE, None, now),
         Finish::Retry { error, at } => (FINISH_RETRY, Some(error.as_str()), *at),
-        Finish::Deferred { error, at } => (FINISH_DEFERRED, Some(error.as_str()), *at),
+        Finish::Deferred { error, at } => (FINISH_RETRY, Some(error.as_str()), *at),
         Finish::Failed { error } => (FINISH_FAILED, Some(error.as_str()), now),
     };
-    let q = match (held, finish) {
-        (false, _) => q.to_owned(),
-        (true, Finish::Deferred { .. }) => q.replace(
-            "attempts = attempts - 1",
-            "attempts = attempts - (CASE WHEN status = 'processing' THEN 1 ELSE 0 END)",
-        ),
-        (true, _) => q.replace(
-            "SET status",
-            "SET attempts = attempts + (CASE WHEN status = 'pending' THEN 1 ELSE 0 END), status",
-        ),
-    };
-    (format!("{q}{}", ids_from(3, ids)), error, at)
+    let q = format!(
+        "UPDATE inbox_events SET {}{set}{}",
+        attempt_count(finish, held),
+        ids_from(3, ids)
+    );
+    (q, error, at)
 }
 
 /// Records `finish` for `ids` inside the open transaction `tx`, a statement per
 /// [`IDS_PER_STATEMENT`] rows; `held` when claims are held in memory (see
-/// [`finish_statement`]).
+/// [`attempt_count`]).
 pub(crate) async fn finish_within<DB: Dialect>(
     tx: &mut Write<'_, DB>,
     ids: &[i64],
