@@ -46,6 +46,8 @@ RUN cargo chef prepare --recipe-path recipe.json
 # ---- cacher: build only the dependencies (cached until Cargo.toml/lock change) ------
 FROM chef AS cacher
 COPY --from=planner /src/recipe.json recipe.json
+# The build options of the bundled SQLite (an [env] setting) apply to the dependencies.
+COPY .cargo/config.toml .cargo/config.toml
 RUN cargo chef cook --release --locked --recipe-path recipe.json
 
 # ---- builder: build the service on top of the cached dependencies ------------------

@@ -197,3 +197,25 @@ impl Dialect for Sqlite {
         state.inbox.insert(&state.options, q, events).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use sqlx::{Connection, SqliteConnection};
+
+    /// The bundled SQLite is built with the options `.cargo/config.toml` gives it: a
+    /// build without them works, but pays a process-wide mutex on every allocation.
+    #[tokio::test]
+    async fn the_bundled_sqlite_keeps_no_memory_statistics() -> Result<(), sqlx::Error> {
+        let mut conn = SqliteConnection::connect("sqlite::memory:").await?;
+        let options: Vec<String> = sqlx::query_scalar("PRAGMA compile_options")
+            .fetch_all(&mut conn)
+            .await?;
+        for wanted in ["DEFAULT_MEMSTATUS=0", "USE_ALLOCA"] {
+            assert!(
+                options.iter().any(|o| o == wanted),
+                "SQLite built without {wanted}: {options:?}"
+            );
+        }
+        Ok(())
+    }
+}
