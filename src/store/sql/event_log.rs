@@ -9,8 +9,9 @@ use super::{
     decisions,
     dialect::Dialect,
     feed,
-    inbox::{IDS_PER_STATEMENT, finish_within},
+    inbox::finish_within,
     routes::routes_within,
+    rungs::rungs,
     store::{SqlStore, Write},
     writes::{self, insert_events, insert_verdict},
 };
@@ -319,9 +320,9 @@ impl<DB: Dialect> EventLog for SqlStore<DB> {
 
     async fn recalled_among(&self, message_ids: &[String]) -> Result<Vec<String>, StoreError> {
         let mut found = Vec::new();
-        for chunk in message_ids.chunks(IDS_PER_STATEMENT) {
+        for chunk in rungs(message_ids) {
             let q = recalled_among(chunk.len());
-            let mut query = sqlx::query_scalar(&q).persistent(false);
+            let mut query = sqlx::query_scalar(&q);
             for id in chunk {
                 query = query.bind(id);
             }
@@ -336,9 +337,9 @@ impl<DB: Dialect> EventLog for SqlStore<DB> {
         open_ids: &[String],
     ) -> Result<Vec<(String, String)>, StoreError> {
         let mut found = Vec::new();
-        for chunk in open_ids.chunks(IDS_PER_STATEMENT) {
+        for chunk in rungs(open_ids) {
             let q = names_among(chunk.len());
-            let mut query = sqlx::query_as(&q).persistent(false).bind(profile);
+            let mut query = sqlx::query_as(&q).bind(profile);
             for id in chunk {
                 query = query.bind(id);
             }

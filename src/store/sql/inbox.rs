@@ -7,6 +7,7 @@ use sqlx::query::QueryAs;
 
 use super::{
     dialect::Dialect,
+    rungs::rungs,
     store::{SqlStore, Write},
 };
 use crate::{
@@ -263,8 +264,8 @@ fn finish_statement(
     (q, error, at)
 }
 
-/// Records `finish` for `ids` inside the open transaction `tx`, a statement per
-/// [`IDS_PER_STATEMENT`] rows; `held` when claims are held in memory (see
+/// Records `finish` for `ids` inside the open transaction `tx`, in statements of the
+/// few lengths of [`rungs`]; `held` when claims are held in memory (see
 /// [`attempt_count`]).
 pub(crate) async fn finish_within<DB: Dialect>(
     tx: &mut Write<'_, DB>,
@@ -273,9 +274,9 @@ pub(crate) async fn finish_within<DB: Dialect>(
     now: UnixMs,
     held: bool,
 ) -> Result<(), StoreError> {
-    for chunk in ids.chunks(IDS_PER_STATEMENT) {
+    for chunk in rungs(ids) {
         let (q, error, at) = finish_statement(finish, now, chunk.len(), held);
-        let mut query = sqlx::query(&q).persistent(false).bind(error).bind(at);
+        let mut query = sqlx::query(&q).bind(error).bind(at);
         for id in chunk {
             query = query.bind(id);
         }

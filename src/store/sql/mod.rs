@@ -25,6 +25,7 @@ pub(crate) mod media;
 pub(crate) mod names;
 pub(crate) mod outbound;
 pub(crate) mod routes;
+pub(crate) mod rungs;
 pub(crate) mod sessions;
 pub(crate) mod store;
 pub(crate) mod timeline;

@@ -9,11 +9,9 @@ use std::collections::{HashMap, HashSet};
 use super::{
     dialect::Dialect,
     feed,
+    rungs::rungs,
     store::Write,
-    writes::{
-        ROWS_PER_STATEMENT, insert_events, insert_turn, insert_verdicts, upsert_names,
-        upsert_session_within,
-    },
+    writes::{insert_events, insert_turn, insert_verdicts, upsert_names, upsert_session_within},
 };
 use crate::{
     store::{BatchStep, NewFeedItem, NewVerdict, RouteWrite, Routed, StoreError},
@@ -79,9 +77,9 @@ async fn insert_verdicts_within<DB: Dialect>(
     verdicts: &[&NewVerdict],
 ) -> Result<HashSet<(String, String)>, StoreError> {
     let mut fresh = HashSet::new();
-    for chunk in verdicts.chunks(ROWS_PER_STATEMENT) {
+    for chunk in rungs(verdicts) {
         let q = insert_verdicts(chunk.len(), DB::NUMBERED);
-        let mut query = sqlx::query_as::<_, (String, String)>(&q).persistent(false);
+        let mut query = sqlx::query_as::<_, (String, String)>(&q);
         for v in chunk {
             query = query
                 .bind(&v.profile)
@@ -133,9 +131,9 @@ async fn upsert_names_within<DB: Dialect>(
     tx: &mut Write<'_, DB>,
     names: &[NameRow<'_>],
 ) -> Result<(), StoreError> {
-    for chunk in names.chunks(ROWS_PER_STATEMENT) {
+    for chunk in rungs(names) {
         let q = upsert_names(chunk.len(), DB::NUMBERED);
-        let mut query = sqlx::query(&q).persistent(false);
+        let mut query = sqlx::query(&q);
         for (profile, open_id, name, at) in chunk {
             query = query.bind(*profile).bind(*open_id).bind(*name).bind(*at);
         }

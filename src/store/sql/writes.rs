@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{dialect::Dialect, store::Write};
+use super::{dialect::Dialect, rungs::rungs, store::Write};
 use crate::{
     store::{NewDecision, NewSession, NewTurn, NewVerdict, SessionRow, StoreError},
     util::UnixMs,
@@ -43,9 +43,9 @@ async fn insert_records<DB: Dialect>(
     events: &[&NewContextEvent],
 ) -> Result<HashMap<EventKey, i64>, StoreError> {
     let mut ids = HashMap::new();
-    for chunk in events.chunks(ROWS_PER_STATEMENT) {
+    for chunk in rungs(events) {
         let q = insert_events_rows(chunk.len(), DB::NUMBERED);
-        let mut query = sqlx::query_as::<_, (i64, String, String, String)>(&q).persistent(false);
+        let mut query = sqlx::query_as::<_, (i64, String, String, String)>(&q);
         for e in chunk {
             query = query
                 .bind(&e.chat_id)
@@ -78,9 +78,9 @@ async fn insert_items<DB: Dialect>(
     tx: &mut Write<'_, DB>,
     items: &[(i64, &NewItem, UnixMs)],
 ) -> Result<(), StoreError> {
-    for chunk in items.chunks(ROWS_PER_STATEMENT) {
+    for chunk in rungs(items) {
         let q = insert_items_rows(chunk.len(), DB::NUMBERED);
-        let mut query = sqlx::query(&q).persistent(false);
+        let mut query = sqlx::query(&q);
         for (id, item, at) in chunk {
             query = query
                 .bind(*id)
@@ -248,10 +248,6 @@ const INSERT_SOURCE: &str =
 /// A decision is linked from its request's verdict.
 const LINK_VERDICT: &str =
     "UPDATE routing_verdicts SET decision_id = $1 WHERE profile = $2 AND message_id = $3";
-
-/// Rows per multi-row statement: 500 rows of the widest (17 columns) stay well under
-/// either backend's limit on placeholders.
-pub(crate) const ROWS_PER_STATEMENT: usize = 500;
 
 /// `(...), (...)` of `rows` rows of `cols` placeholders each: `$1`, `$2`, … when
 /// `numbered`, else `?`.
