@@ -155,7 +155,7 @@ impl Dialect for Postgres {
         pool: &PgPool,
         _: &(),
         q: &str,
-        events: &[NewInboxEvent],
+        events: &[&NewInboxEvent],
     ) -> Result<Vec<(String, String)>, StoreError> {
         let mut conn = pool.acquire().await?;
         let result = insert_inbox(&mut conn, q, events).await;
@@ -167,13 +167,13 @@ impl Dialect for Postgres {
 async fn insert_inbox(
     conn: &mut sqlx::PgConnection,
     q: &str,
-    events: &[NewInboxEvent],
+    events: &[&NewInboxEvent],
 ) -> Result<Vec<(String, String)>, StoreError> {
     if conn.is_in_transaction() {
         return Err(StoreError::NotCommitted);
     }
-    // Statement text varies with the batch size: not worth caching.
-    let mut query = sqlx::query_as::<_, (String, String)>(q).persistent(false);
+    // One of a few texts (see `sql::inbox::padded`): prepared once per connection.
+    let mut query = sqlx::query_as::<_, (String, String)>(q);
     for e in events {
         query = bind_new_event(query, e);
     }

@@ -191,7 +191,7 @@ impl Dialect for Sqlite {
         _: &SqlitePool,
         state: &SqliteState,
         q: &str,
-        events: &[NewInboxEvent],
+        events: &[&NewInboxEvent],
     ) -> Result<Vec<(String, String)>, StoreError> {
         let _turn = state.gate.inbox().await;
         state.inbox.insert(&state.options, q, events).await

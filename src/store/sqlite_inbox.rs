@@ -41,7 +41,7 @@ impl InboxWriter {
         &self,
         options: &SqliteConnectOptions,
         q: &str,
-        events: &[NewInboxEvent],
+        events: &[&NewInboxEvent],
     ) -> Result<Vec<(String, String)>, StoreError> {
         let mut slot = self.slot.lock().await;
         if slot.as_ref().is_some_and(|w| !w.settled) {
@@ -53,8 +53,8 @@ impl InboxWriter {
         };
         writer.settled = false;
         let before = writer.commits.load(Ordering::Acquire);
-        // Statement text varies with the batch size: not worth caching.
-        let mut query = sqlx::query_as::<_, (String, String)>(q).persistent(false);
+        // One of a few texts (see `sql::inbox::padded`): prepared once, and kept.
+        let mut query = sqlx::query_as::<_, (String, String)>(q);
         for e in events {
             query = super::sql::inbox::bind_new_event(query, e);
         }
@@ -124,7 +124,7 @@ mod tests {
         let options = crate::store::SqliteStore::options(&url).expect("options");
         let writer = InboxWriter::default();
         let q = inbox_sql::insert_inbox(1);
-        let rows = writer.insert(&options, &q, &[event("a")]).await;
+        let rows = writer.insert(&options, &q, &[&event("a")]).await;
         assert_eq!(rows.expect("stored").len(), 1);
 
         // A transaction left open on the connection (what a lost rollback leaves):
@@ -137,7 +137,7 @@ mod tests {
                 .await
                 .expect("begin");
         }
-        let swallowed = writer.insert(&options, &q, &[event("b")]).await;
+        let swallowed = writer.insert(&options, &q, &[&event("b")]).await;
         assert!(
             matches!(swallowed, Err(StoreError::NotCommitted)),
             "{swallowed:?}"
@@ -148,7 +148,7 @@ mod tests {
         );
 
         // A fresh connection takes the retry, and it is committed.
-        let rows = writer.insert(&options, &q, &[event("b")]).await;
+        let rows = writer.insert(&options, &q, &[&event("b")]).await;
         assert_eq!(rows.expect("stored").len(), 1);
         let mut other = SqliteConnection::connect(&url).await.expect("connect");
         let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM inbox_events")

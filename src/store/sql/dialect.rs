@@ -117,6 +117,6 @@ pub trait Dialect:
         pool: &Pool<Self>,
         state: &Self::State,
         q: &str,
-        events: &[NewInboxEvent],
+        events: &[&NewInboxEvent],
     ) -> impl Future<Output = Result<Vec<(String, String)>, StoreError>> + Send;
 }

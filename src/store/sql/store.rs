@@ -111,7 +111,7 @@ impl<DB: Dialect> SqlStore<DB> {
     pub(crate) async fn write_inbox(
         &self,
         q: &str,
-        events: &[NewInboxEvent],
+        events: &[&NewInboxEvent],
     ) -> Result<Vec<(String, String)>, StoreError> {
         DB::write_inbox(&self.pool, &self.state, q, events).await
     }

@@ -103,6 +103,15 @@ async fn inserts_deduplicate(db: TestDb) {
         ("{\"id\":\"e1\"}", InboxStatus::Pending, 0)
     );
     assert!(s.inbox_event("a", "nope").await.expect("read").is_none());
+    // A group commit's statement has a power-of-two number of rows, the last event
+    // repeated: five new events go in once each, the repeats leave nothing.
+    let five: Vec<_> = ["e5", "e6", "e7", "e8", "e9"]
+        .iter()
+        .map(|id| ev("a", id, None))
+        .collect();
+    let out = s.insert_inbox_batch(&five).await.expect("batch");
+    assert_eq!(out, [New, New, New, New, New]);
+    assert_eq!(db.count("inbox_events").await, 9);
     s.ping().await.expect("ping");
 }
 both_backends!(
