@@ -678,11 +678,12 @@ async fn free_lanes<DB: Dialect>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::padded;
     use crate::store::{InboxStatus, NewInboxEvent};
 
-    fn event(id: &str) -> NewInboxEvent {
+    /// A pending event of profile `p` with the event id `id` (unit tests of the inbox).
+    pub(crate) fn event(id: &str) -> NewInboxEvent {
         NewInboxEvent {
             profile: "p".into(),
             event_id: id.into(),
