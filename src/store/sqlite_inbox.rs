@@ -96,7 +96,20 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::sql::inbox::{self as inbox_sql, tests::event};
+    use crate::store::{InboxStatus, sql::inbox as inbox_sql};
+
+    fn event(id: &str) -> NewInboxEvent {
+        NewInboxEvent {
+            profile: "p".into(),
+            event_id: id.into(),
+            event_type: "t".into(),
+            message_id: None,
+            chat_key: String::new(),
+            payload: "{}".into(),
+            received_at: crate::util::UnixMs(0),
+            status: InboxStatus::Pending,
+        }
+    }
 
     #[tokio::test]
     async fn a_write_that_sqlite_did_not_commit_is_refused_and_the_connection_replaced() {

@@ -7,7 +7,7 @@ use sqlx::query::QueryAs;
 
 use super::{
     dialect::Dialect,
-    rungs::rungs,
+    rungs::{padded, rungs},
     store::{SqlStore, Write},
 };
 use crate::{
@@ -39,27 +39,6 @@ pub(crate) fn insert_inbox(rows: usize) -> String {
     }
     q.push_str(" ON CONFLICT DO NOTHING RETURNING profile, event_id");
     q
-}
-
-/// The largest group commit padded: the committer's largest batch (256).
-const MOST_PADDED: usize = 256;
-
-/// A group commit's rows: `events`, then its last event again up to the next power of
-/// two. A group commit is one statement (its success is its commit), and a statement
-/// written for each batch's own length was parsed and planned anew for every batch on
-/// the inbox's one connection (a tenth of ingress's CPU under load); in a few lengths,
-/// each is prepared once and kept. The repeats change nothing: `ON CONFLICT DO NOTHING`
-/// skips each (its key went in a row before, or was there already), `RETURNING` names
-/// only rows that went in, and [`outcomes`] reads the first occurrence of a key. A
-/// batch over [`MOST_PADDED`] rows is left as it is.
-fn padded(events: &[NewInboxEvent]) -> Vec<&NewInboxEvent> {
-    let mut rows: Vec<&NewInboxEvent> = events.iter().collect();
-    if let Some(last) = events.last()
-        && events.len() <= MOST_PADDED
-    {
-        rows.resize(events.len().next_power_of_two(), last);
-    }
-    rows
 }
 
 /// Matches the `RETURNING` rows back to the batch: the first occurrence of a returned
@@ -335,6 +314,11 @@ impl<DB: Dialect> InboxStore for SqlStore<DB> {
         if events.is_empty() {
             return Ok(Vec::new());
         }
+        // One statement (its success is its commit), in one of a few lengths so that
+        // the connection prepares it once: the repeats of the last event that pad it
+        // change nothing — `ON CONFLICT DO NOTHING` skips each (its key went in a row
+        // before, or was there already), `RETURNING` names only rows that went in, and
+        // [`outcomes`] reads the first occurrence of a key.
         let rows = padded(events);
         let q = insert_inbox(rows.len());
         self.bounded(async {
@@ -675,39 +659,4 @@ async fn free_lanes<DB: Dialect>(
         }
     }
     Ok(chats)
-}
-
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::padded;
-    use crate::store::{InboxStatus, NewInboxEvent};
-
-    /// A pending event of profile `p` with the event id `id` (unit tests of the inbox).
-    pub(crate) fn event(id: &str) -> NewInboxEvent {
-        NewInboxEvent {
-            profile: "p".into(),
-            event_id: id.into(),
-            event_type: "t".into(),
-            message_id: None,
-            chat_key: String::new(),
-            payload: "{}".into(),
-            received_at: crate::util::UnixMs(0),
-            status: InboxStatus::Pending,
-        }
-    }
-
-    #[test]
-    fn a_group_commit_is_padded_to_a_power_of_two_with_its_last_event() {
-        let ids = |n: usize| -> Vec<String> {
-            let events: Vec<_> = (0..n).map(|i| event(&format!("e{i}"))).collect();
-            padded(&events).iter().map(|e| e.event_id.clone()).collect()
-        };
-        assert!(ids(0).is_empty());
-        assert_eq!(ids(1), ["e0"]);
-        assert_eq!(ids(3), ["e0", "e1", "e2", "e2"]);
-        assert_eq!(ids(4), ["e0", "e1", "e2", "e3"]);
-        assert_eq!(ids(5).len(), 8);
-        assert_eq!(ids(256).len(), 256);
-        assert_eq!(ids(300).len(), 300);
-    }
 }
