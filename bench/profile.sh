@@ -9,11 +9,15 @@
 #
 #   bash bench/profile.sh              # 20,000 events, SQLite
 #   N=50000 PERF=0 bash bench/profile.sh
+#   PG=postgres://postgres@127.0.0.1:5432 PERF=0 bash bench/profile.sh   # on Postgres
 #
 # Tunables: N (20000), PERF (1 when perf is installed), STRACE (1: count system calls
 # with strace instead of perf), FREQ (perf's sampling rate, 997),
 # TOP (symbols listed, 25), BRIDGE (a bridge binary to profile instead of this tree's
-# release build: an earlier revision's, for a comparison in one sitting). Needs wrk (Debian package wrk) and curl. Runs in a temporary
+# release build: an earlier revision's, for a comparison in one sitting), PG (a Postgres
+# server's URL without a database: the run creates a database of its own there, drops it
+# at the end, and also prints the server's CPU per event, read from /proc when the server
+# runs on this machine). Needs wrk (Debian package wrk) and curl, and psql with PG. Runs in a temporary
 # directory, on 127.0.0.1 only; the bridge's Open API base is a closed port.
 set -euo pipefail
 
@@ -30,8 +34,10 @@ command -v wrk >/dev/null || { echo "profile.sh: needs wrk (apt-get install wrk)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/feishu-bridge-profile.XXXXXX")
 PID=""
+DBNAME=feishu_bridge_profile_$$
 cleanup() {
     [[ -n $PID ]] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+    [[ -n ${PG:-} ]] && psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS $DBNAME" >/dev/null 2>&1
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -58,7 +64,7 @@ config() {
 listen = "127.0.0.1:$2"
 timestamp_tolerance_secs = 0
 [database]
-url = "sqlite://$WORK/bench.db"
+url = "$DB_URL"
 [worker]
 enabled = $3
 [[profiles]]
@@ -87,6 +93,21 @@ wait_healthy() {
     done
     echo "profile.sh: the bridge did not start" >&2
     exit 1
+}
+
+DB_URL="sqlite://$WORK/bench.db"
+if [[ -n ${PG:-} ]]; then
+    psql -q "$PG/postgres" -c "CREATE DATABASE $DBNAME" >/dev/null
+    DB_URL="$PG/$DBNAME"
+fi
+
+# The CPU ticks (user + system) of every process of the local Postgres server, or 0.
+postgres_ticks() {
+    local total=0 pid
+    for pid in $(pgrep -x postgres 2>/dev/null); do
+        total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+    done
+    echo "$total"
 }
 
 port=$(free_port)
@@ -119,6 +140,7 @@ else
 fi
 PID=$!
 wait_healthy "$port"
+pg_start=$(postgres_ticks)
 start=$(date +%s%N)
 # The anonymous and file-backed shares of the bridge's memory, sampled through the drain.
 anon_peak=0
@@ -136,6 +158,7 @@ until [[ $(inbox "$port") == "0 0" ]]; do
     sleep 0.1
 done
 end=$(date +%s%N)
+pg_end=$(postgres_ticks)
 bridge=$PID
 [[ $PERF == 1 || ${STRACE:-0} == 1 ]] && bridge=$(pgrep -P "$PID" | head -n1)
 read -r utime stime < <(awk '{ print $14, $15 }' "/proc/$bridge/stat")
@@ -152,6 +175,11 @@ awk -v u="$utime" -v s="$stime" -v t="$tick" -v n="$N" 'BEGIN {
         (u + s) * 1e6 / t / n, u * 1e6 / t / n, s * 1e6 / t / n
 }'
 echo "bridge peak RSS (VmHWM): $peak MiB"
+if [[ -n ${PG:-} ]] && ((pg_end > pg_start)); then
+    awk -v d="$((pg_end - pg_start))" -v t="$tick" -v n="$N" 'BEGIN {
+        printf "Postgres server CPU per event (its processes on this machine, during the drain): %.0f µs\n", d * 1e6 / t / n
+    }'
+fi
 if ((anon_peak > 0)); then
     awk -v a="$anon_peak" -v f="$file_peak" 'BEGIN {
         printf "of which, sampled every 100 ms: anonymous %.1f MiB, file-backed (code, libraries) %.1f MiB (peaks)\n", a / 1024, f / 1024

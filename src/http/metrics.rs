@@ -28,8 +28,7 @@ pub async fn metrics(
     // Inbox and feed gauges are read from the database at scrape time, so they are right
     // across replicas and restarts. On failure the last values stay and the error is
     // counted.
-    refresh_inbox_counts(&app).await;
-    refresh_inbox_backlog(&app).await;
+    refresh_inbox(&app).await;
     refresh_feed_pending(&app).await;
     app.metrics
         .worker_events_per_second
@@ -44,24 +43,18 @@ pub async fn metrics(
         .into_response())
 }
 
-/// `inbox_pending`, `inbox_failed` and `inbox_retrying`.
-async fn refresh_inbox_counts(app: &App) {
-    match app.store.inbox_counts().await {
-        Ok(c) => {
-            app.metrics.inbox_pending.set(c.pending);
-            app.metrics.inbox_failed.set(c.failed);
-            app.metrics.inbox_retrying.set(c.retrying);
-        }
-        Err(_) => app.metrics.store_error("inbox_counts"),
-    }
-}
-
-/// `inbox_depth` and `inbox_oldest_pending_age_seconds`, by profile.
-async fn refresh_inbox_backlog(app: &App) {
-    let Ok(backlog) = app.store.inbox_backlog().await else {
-        app.metrics.store_error("inbox_backlog");
+/// `inbox_pending`, `inbox_failed` and `inbox_retrying`; `inbox_depth` and
+/// `inbox_oldest_pending_age_seconds`, by profile: one read of the database.
+async fn refresh_inbox(app: &App) {
+    let Ok(depth) = app.store.inbox_depth().await else {
+        app.metrics.store_error("inbox_depth");
         return;
     };
+    let c = depth.counts;
+    app.metrics.inbox_pending.set(c.pending);
+    app.metrics.inbox_failed.set(c.failed);
+    app.metrics.inbox_retrying.set(c.retrying);
+    let backlog = depth.backlog;
     let now = crate::util::UnixMs::now();
     // Profiles without a backlog read 0; rows of profiles no longer configured are
     // counted together, so labels stay bounded.

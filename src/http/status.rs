@@ -267,21 +267,24 @@ impl Readings {
     async fn of(app: &App) -> Self {
         let lease = std::time::Duration::from_millis(app.config.worker.lease_ms);
         let alive_since = crate::store::alive_since(UnixMs::now(), lease);
-        let (counts, turns, problems, backlog, last_run, replicas, feed, names) = tokio::join!(
-            app.store.inbox_counts(),
+        let (depth, turns, problems, last_run, replicas, feed, names) = tokio::join!(
+            app.store.inbox_depth(),
             app.store.turn_counts(),
             app.store.inbox_problems(10),
-            app.store.inbox_backlog(),
             app.store.latest_digest_run(),
             app.store.replicas(alive_since),
             app.store.feed_counts(),
             app.store.names_counts()
         );
+        let (counts, backlog) = match depth {
+            Ok(d) => (Some(d.counts), d.backlog),
+            Err(_) => (None, Vec::new()),
+        };
         Self {
-            counts: counts.ok(),
+            counts,
             turns: turns.ok(),
             problems: problems.unwrap_or_default(),
-            backlog: backlog.unwrap_or_default(),
+            backlog,
             last_run: last_run.ok().flatten(),
             replicas: replicas.unwrap_or_default(),
             feed: feed.ok(),

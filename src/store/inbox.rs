@@ -145,6 +145,15 @@ pub struct ProfileBacklog {
     pub oldest_received_at: Option<UnixMs>,
 }
 
+/// How deep the inbox is: the counts by status, and the backlog by profile, read
+/// together.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InboxDepth {
+    pub counts: InboxCounts,
+    /// Profiles with unfinished events, in name order.
+    pub backlog: Vec<ProfileBacklog>,
+}
+
 /// A failed or retrying event, for `/status`.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct InboxProblem {
@@ -236,11 +245,14 @@ pub trait InboxStore: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
     /// Returns claimed events to pending without counting the attempt (shutdown).
     async fn release_inbox(&self, ids: &[i64]) -> Result<(), StoreError>;
-    /// Inbox depth by status.
-    async fn inbox_counts(&self) -> Result<InboxCounts, StoreError>;
-    /// Per profile with unfinished events: how many are pending or in hand, and when the
-    /// oldest of them arrived (the worker's lag).
-    async fn inbox_backlog(&self) -> Result<Vec<ProfileBacklog>, StoreError>;
+    /// Inbox depth by status and, per profile with unfinished events, how many are
+    /// pending or in hand and when the oldest of them arrived (the worker's lag): one
+    /// read of the database.
+    async fn inbox_depth(&self) -> Result<InboxDepth, StoreError>;
+    /// Inbox depth by status (the counts of [`Self::inbox_depth`]).
+    async fn inbox_counts(&self) -> Result<InboxCounts, StoreError> {
+        Ok(self.inbox_depth().await?.counts)
+    }
     /// The most recent failed or retrying events.
     async fn inbox_problems(&self, limit: i64) -> Result<Vec<InboxProblem>, StoreError>;
     /// One inbox row by its key.

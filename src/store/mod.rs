@@ -62,8 +62,8 @@ pub use feed::{
 };
 pub use handoffs::{ChainPlace, ChainTurn, HandoffRow, HandoffStore};
 pub use inbox::{
-    ClaimLimits, Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus, InboxStore,
-    InsertOutcome, MAX_ID_BYTES, NewInboxEvent, ProfileBacklog,
+    ClaimLimits, Finish, InboxCounts, InboxDepth, InboxEvent, InboxProblem, InboxStatus,
+    InboxStore, InsertOutcome, MAX_ID_BYTES, NewInboxEvent, ProfileBacklog,
 };
 pub use media::{AttachmentRow, MediaStore, NewAttachment};
 pub use names::{CachedName, NameKind, NamesStore};

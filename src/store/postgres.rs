@@ -118,8 +118,16 @@ impl Dialect for Postgres {
     /// Concurrent claimers (other workers, other replicas) skip each other's rows.
     const CLAIM_LOCK: &'static str = "FOR UPDATE SKIP LOCKED";
     /// Claims of every replica take turns (a transaction-scoped advisory lock), so two
-    /// never both find a chat free and split its events between them.
-    const CLAIM_SERIALIZE: &'static str = "SELECT pg_advisory_xact_lock(7301004116)";
+    /// never both find a chat free and split its events between them. A claim reads a
+    /// chat's oldest pending rows in the lane index's order and stops at its limit; a
+    /// bitmap scan, which the planner takes when its statistics are older than a burst
+    /// of arrivals (autovacuum analyzes a table a minute at the soonest), reads every
+    /// pending row of the chat and sorts them instead: a 50,000 backlog made each claim
+    /// read over a thousand rows to take 32. The claim's transaction plans without it.
+    const CLAIM_SERIALIZE: &'static [&'static str] = &[
+        "SET LOCAL enable_bitmapscan TO off",
+        "SELECT pg_advisory_xact_lock(7301004116)",
+    ];
     /// Recordings of Open API calls take turns across replicas (their own advisory
     /// lock), and need no flush to disk: a record lost in a crash of the database only
     /// leaves a window looking emptier for its minute.

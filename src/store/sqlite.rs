@@ -161,7 +161,7 @@ impl Dialect for Sqlite {
     /// `UPDATE … RETURNING` is atomic without row locks.
     const CLAIM_LOCK: &'static str = "";
     /// Nothing to add: a claim's first write takes SQLite's one write lock.
-    const CLAIM_SERIALIZE: &'static str = "SELECT 1";
+    const CLAIM_SERIALIZE: &'static [&'static str] = &[];
     /// One process writes the file, one write at a time.
     const CALLS_SERIALIZE: &'static [&'static str] = &[];
 

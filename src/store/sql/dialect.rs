@@ -89,8 +89,9 @@ pub trait Dialect:
     const BEGIN_WRITE: &'static str;
     /// The row lock of an inbox claim.
     const CLAIM_LOCK: &'static str;
-    /// The statement that makes inbox claims take turns.
-    const CLAIM_SERIALIZE: &'static str;
+    /// The statements that open an inbox claim's transaction: they make claims take
+    /// turns, and set how the claim is planned.
+    const CLAIM_SERIALIZE: &'static [&'static str];
     /// The statements that make the recording of Open API calls take turns.
     const CALLS_SERIALIZE: &'static [&'static str];
 

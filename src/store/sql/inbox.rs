@@ -7,14 +7,14 @@ use sqlx::query::QueryAs;
 
 use super::{
     dialect::Dialect,
+    inbox_depth::{DEPTH, DepthRow, depth_of},
     rungs::{padded, rungs},
     store::{SqlStore, Write},
 };
 use crate::{
     store::{
-        Backend, ClaimLimits, Finish, InboxCounts, InboxEvent, InboxProblem, InboxStatus,
-        InboxStore, InsertOutcome, NewInboxEvent, ProfileBacklog, StoreError,
-        held_claims::HeldClaims,
+        Backend, ClaimLimits, Finish, InboxDepth, InboxEvent, InboxProblem, InboxStatus,
+        InboxStore, InsertOutcome, NewInboxEvent, StoreError, held_claims::HeldClaims,
     },
     util::UnixMs,
 };
@@ -214,20 +214,9 @@ fn renew(ids: usize) -> String {
     )
 }
 
-/// Each count uses the status index, so the cost follows the size of the small states,
-/// not of the whole history.
-const COUNTS: &str = "SELECT \
-     (SELECT COUNT(*) FROM inbox_events WHERE status = 'pending') AS pending, \
-     (SELECT COUNT(*) FROM inbox_events WHERE status = 'processing') AS processing, \
-     (SELECT COUNT(*) FROM inbox_events WHERE status = 'failed') AS failed, \
-     (SELECT COUNT(*) FROM inbox_events WHERE status = 'pending' AND attempts > 0) AS retrying";
-
-/// Unfinished events per profile, through the status index (pending and processing
-/// rows only, however long the history).
-const BACKLOG: &str = "SELECT profile, COUNT(*) AS depth, MIN(received_at) AS oldest_received_at \
-     FROM inbox_events WHERE status IN ('pending', 'processing') \
-     GROUP BY profile ORDER BY profile";
-
+/// On Postgres through the partial index of failed rows and retries
+/// (`inbox_events_problems`, whose condition this `WHERE` repeats word for word so that
+/// the planner sees it applies); on SQLite through the status index.
 const PROBLEMS: &str = "SELECT id, profile, event_id, event_type, status, attempts, last_error \
      FROM inbox_events WHERE status = 'failed' OR (status = 'pending' AND attempts > 0) \
      ORDER BY id DESC LIMIT $1";
@@ -350,7 +339,9 @@ impl<DB: Dialect> InboxStore for SqlStore<DB> {
         let rows = self
             .bounded(async {
                 let mut tx = self.transaction().await?;
-                sqlx::query(DB::CLAIM_SERIALIZE).execute(&mut *tx).await?;
+                for statement in DB::CLAIM_SERIALIZE {
+                    sqlx::query(statement).execute(&mut *tx).await?;
+                }
                 sqlx::query(EXPIRE).bind(now).execute(&mut *tx).await?;
                 let lanes = free_lanes::<DB>(&mut tx, now, limits, after_chat).await?;
                 let mut rows: Vec<InboxEvent> = Vec::new();
@@ -456,24 +447,21 @@ impl<DB: Dialect> InboxStore for SqlStore<DB> {
         .await
     }
 
-    async fn inbox_counts(&self) -> Result<InboxCounts, StoreError> {
-        let mut counts: InboxCounts = self
-            .fetch(sqlx::query_as(COUNTS).fetch_one(&self.pool))
+    async fn inbox_depth(&self) -> Result<InboxDepth, StoreError> {
+        let rows: Vec<DepthRow> = self
+            .fetch(sqlx::query_as(DEPTH).fetch_all(&self.pool))
             .await?;
+        let mut depth = depth_of(rows);
         if let Some(held) = DB::held_claims(&self.state) {
             // Held rows are pending in the file; one finished meanwhile is counted once.
+            let counts = &mut depth.counts;
             let h = held.counts();
             let held_pending = h.held.min(counts.pending);
             counts.pending -= held_pending;
             counts.processing += held_pending;
             counts.retrying -= h.retried.min(counts.retrying);
         }
-        Ok(counts)
-    }
-
-    async fn inbox_backlog(&self) -> Result<Vec<ProfileBacklog>, StoreError> {
-        self.fetch(sqlx::query_as(BACKLOG).fetch_all(&self.pool))
-            .await
+        Ok(depth)
     }
 
     async fn inbox_problems(&self, limit: i64) -> Result<Vec<InboxProblem>, StoreError> {

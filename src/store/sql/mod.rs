@@ -21,6 +21,7 @@ pub(crate) mod event_log_as_of;
 pub(crate) mod feed;
 pub(crate) mod handoffs;
 pub(crate) mod inbox;
+pub(crate) mod inbox_depth;
 pub(crate) mod media;
 pub(crate) mod names;
 pub(crate) mod outbound;

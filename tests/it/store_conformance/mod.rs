@@ -14,6 +14,7 @@ mod digests;
 mod event_log;
 mod feed;
 mod inbox;
+mod inbox_depth;
 mod media;
 mod names;
 mod outbound;

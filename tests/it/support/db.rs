@@ -163,6 +163,34 @@ impl TestDb {
     }
 }
 
+impl TestDb {
+    /// The plan the database would take for `q` (`EXPLAIN QUERY PLAN` on SQLite,
+    /// `EXPLAIN` on Postgres), one line per step.
+    pub async fn plan(&self, q: &str) -> String {
+        let lines: Vec<String> = match self.kind {
+            Kind::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&self.url)
+                    .await
+                    .expect("connect");
+                let rows: Vec<(i64, i64, i64, String)> =
+                    sqlx::query_as(&format!("EXPLAIN QUERY PLAN {q}"))
+                        .fetch_all(&mut c)
+                        .await
+                        .expect(q);
+                rows.into_iter().map(|r| r.3).collect()
+            }
+            Kind::Postgres => {
+                let mut c = PgConnection::connect(&self.url).await.expect("connect");
+                sqlx::query_scalar(&format!("EXPLAIN {q}"))
+                    .fetch_all(&mut c)
+                    .await
+                    .expect(q)
+            }
+        };
+        lines.join("\n")
+    }
+}
+
 /// Adds `options=-c search_path=<schema>` (and names the connections after the schema,
 /// so cleanup can find them) to a Postgres URL.
 pub fn with_search_path(base: &str, schema: &str) -> String {

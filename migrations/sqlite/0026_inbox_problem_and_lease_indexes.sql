@@ -1,0 +1,6 @@
+-- Nothing on SQLite. Postgres adds two partial indexes here (failed rows and retries by
+-- id, claimed rows by lease end), because its status index holds an entry for every
+-- version of a row until the table is vacuumed and a read through it visits each one.
+-- SQLite's index holds only live rows, its planner reads both look-ups through the
+-- status index (`store_conformance::inbox_depth` asks it), and it holds claims in
+-- memory; the numbering stays in step with Postgres's.
