@@ -123,7 +123,7 @@ pub struct InboxEvent {
 }
 
 /// Inbox depth by status.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InboxCounts {
     /// Waiting (includes scheduled retries).
     pub pending: i64,
@@ -136,7 +136,7 @@ pub struct InboxCounts {
 }
 
 /// One profile's unfinished events, for the backlog view.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProfileBacklog {
     pub profile: String,
     /// Events pending or in hand.
