@@ -40,8 +40,8 @@ pub async fn run(mode: Mode) {
     let name = "replica_kill";
     let out = out_dir(name);
     let mut report = Report::new(name, out.clone());
-    let count: u64 = mode.pick(10_000, 50_000);
-    let rate = mode.pick(600.0, 600.0);
+    let count: u64 = mode.pick(6_000, 50_000);
+    let rate = mode.pick(250.0, 600.0);
     let steps: Vec<Step> = mode.pick(
         vec![(0.4, 1, true)],
         vec![(0.3, 1, true), (0.5, 1, false), (0.7, 0, true)],
