@@ -10,6 +10,7 @@ use super::{
     inbox_depth::{DEPTH, DepthRow, depth_of},
     rungs::{padded, rungs},
     store::{SqlStore, Write},
+    writes::values,
 };
 use crate::{
     store::{
@@ -22,23 +23,16 @@ use crate::{
 /// One multi-row `INSERT` for a whole group-commit batch: a statement per event would
 /// cost a round trip (and, on SQLite, a hand-off to its thread) per row. Rows that hit a
 /// unique index — an event id or message id already stored, or repeated earlier in the
-/// same batch — are skipped, and `RETURNING` names the ones that went in.
-pub(crate) fn insert_inbox(rows: usize) -> String {
-    let mut q = String::from(
+/// same batch — are skipped, and `RETURNING` names the ones that went in. Nine
+/// placeholders per row, bound by [`bind_new_event`] (`numbered` as in
+/// [`Dialect::NUMBERED`]).
+pub(crate) fn insert_inbox(rows: usize, numbered: bool) -> String {
+    format!(
         "INSERT INTO inbox_events \
          (profile, event_id, event_type, message_id, chat_key, payload, received_at, status, \
-         next_attempt_at) VALUES ",
-    );
-    for i in 0..rows {
-        let b = i * 8;
-        if i > 0 {
-            q.push_str(", ");
-        }
-        let row: Vec<String> = (1..=8).chain([7]).map(|n| format!("${}", b + n)).collect();
-        q.push_str(&format!("({})", row.join(", ")));
-    }
-    q.push_str(" ON CONFLICT DO NOTHING RETURNING profile, event_id");
-    q
+         next_attempt_at) VALUES {} ON CONFLICT DO NOTHING RETURNING profile, event_id",
+        values(rows, 9, numbered)
+    )
 }
 
 /// Matches the `RETURNING` rows back to the batch: the first occurrence of a returned
@@ -278,7 +272,8 @@ pub(crate) async fn finish_within<DB: Dialect>(
 pub(crate) type KeysQuery<'q, DB> =
     QueryAs<'q, DB, (String, String), <DB as sqlx::Database>::Arguments<'q>>;
 
-/// Binds one [`NewInboxEvent`] to its eight placeholders of [`insert_inbox`].
+/// Binds one [`NewInboxEvent`] to its nine placeholders of [`insert_inbox`] (a new row
+/// is due when it arrives).
 pub(crate) fn bind_new_event<'q, DB: Dialect>(
     query: KeysQuery<'q, DB>,
     e: &'q NewInboxEvent,
@@ -292,6 +287,7 @@ pub(crate) fn bind_new_event<'q, DB: Dialect>(
         .bind(&e.payload)
         .bind(e.received_at)
         .bind(e.status.as_str())
+        .bind(e.received_at)
 }
 
 #[async_trait]
@@ -309,7 +305,7 @@ impl<DB: Dialect> InboxStore for SqlStore<DB> {
         // before, or was there already), `RETURNING` names only rows that went in, and
         // [`outcomes`] reads the first occurrence of a key.
         let rows = padded(events);
-        let q = insert_inbox(rows.len());
+        let q = insert_inbox(rows.len(), DB::NUMBERED);
         self.bounded(async {
             let inserted = self.write_inbox(&q, &rows).await?;
             Ok(outcomes(events, inserted))

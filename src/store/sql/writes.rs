@@ -251,7 +251,7 @@ const LINK_VERDICT: &str =
 
 /// `(...), (...)` of `rows` rows of `cols` placeholders each: `$1`, `$2`, … when
 /// `numbered`, else `?`.
-fn values(rows: usize, cols: usize, numbered: bool) -> String {
+pub(crate) fn values(rows: usize, cols: usize, numbered: bool) -> String {
     (0..rows)
         .map(|r| {
             let row: Vec<String> = (1..=cols)
