@@ -10,6 +10,7 @@
 #   bash bench/profile.sh              # 20,000 events, SQLite
 #   N=50000 PERF=0 bash bench/profile.sh
 #   PG=postgres://postgres@127.0.0.1:5432 PERF=0 bash bench/profile.sh   # on Postgres
+#   MENTION=1 N=5000 PERF=0 bash bench/profile.sh    # @-requests, each a turn
 #
 # Tunables: N (20000), PERF (1 when perf is installed), STRACE (1: count system calls
 # with strace instead of perf), FREQ (perf's sampling rate, 997),
@@ -17,7 +18,12 @@
 # release build: an earlier revision's, for a comparison in one sitting), PG (a Postgres
 # server's URL without a database: the run creates a database of its own there, drops it
 # at the end, and also prints the server's CPU per event, read from /proc when the server
-# runs on this machine). Needs wrk (Debian package wrk) and curl, and psql with PG. Runs in a temporary
+# runs on this machine), MENTION (1: every event is a new topic that @-mentions the bot,
+# so each becomes a turn of the echo agent whose answer is recorded, not sent (dry run);
+# the drain then lasts until every turn has finished, and the CPU per event is a
+# request's: routing, the turn, the agent call and the answer), BRIDGE_LOG (the draining
+# bridge's RUST_LOG, warn: "warn,sqlx::query=debug" logs every statement), KEEP (1: keep
+# the temporary directory, with the logs, and print where it is). Needs wrk (Debian package wrk) and curl, and psql with PG. Runs in a temporary
 # directory, on 127.0.0.1 only; the bridge's Open API base is a closed port.
 set -euo pipefail
 
@@ -38,7 +44,11 @@ DBNAME=feishu_bridge_profile_$$
 cleanup() {
     [[ -n $PID ]] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
     [[ -n ${PG:-} ]] && psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS $DBNAME" >/dev/null 2>&1
-    rm -rf "$WORK"
+    if [[ -n ${KEEP:-} ]]; then
+        echo "profile.sh: kept $WORK" >&2
+    else
+        rm -rf "$WORK"
+    fi
 }
 trap cleanup EXIT
 
@@ -50,8 +60,11 @@ else
 fi
 KEY=profile-encrypt-key
 TOKEN=profile-verification-token
+BOT=ou_bench_bot
+MENTION_ARGS=()
+[[ ${MENTION:-0} == 1 ]] && MENTION_ARGS=(--mention-bot "$BOT")
 "$TARGET/release/examples/loadgen" --encrypt-key "$KEY" --token "$TOKEN" --app-id cli_bench \
-    --count "$N" --out "$WORK/backlog.tsv" >&2
+    --count "$N" --out "$WORK/backlog.tsv" "${MENTION_ARGS[@]}" >&2
 
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -72,7 +85,7 @@ name = "bench"
 app_id = "cli_bench"
 verification_token = "$TOKEN"
 encrypt_key = "$KEY"
-bot_open_id = "ou_bench_bot"
+bot_open_id = "$BOT"
 dry_run = true
 api_base = "http://127.0.0.1:9"
 [profiles.agent]
@@ -84,6 +97,19 @@ EOF
 inbox() {
     curl -fsS --max-time 5 "http://127.0.0.1:$1/status" | tr -d ' \n' |
         sed -n 's/.*"inbox":{"pending":\([0-9]*\),"processing":\([0-9]*\).*/\1 \2/p'
+}
+
+# turns PORT: "queued running" from GET /status.
+turns() {
+    curl -fsS --max-time 5 "http://127.0.0.1:$1/status" | tr -d ' \n' |
+        sed -n 's/.*"turns":{"queued":\([0-9]*\),"running":\([0-9]*\).*/\1 \2/p'
+}
+
+# drained PORT: the inbox is empty and, with MENTION=1, no turn is queued or running.
+drained() {
+    [[ $(inbox "$1") == "0 0" ]] || return 1
+    [[ ${MENTION:-0} == 1 ]] || return 0
+    [[ $(turns "$1") == "0 0" ]]
 }
 
 wait_healthy() {
@@ -130,13 +156,13 @@ port=$(free_port)
 config drain "$port" true
 if [[ ${STRACE:-0} == 1 ]]; then
     PERF=0
-    RUST_LOG=warn strace -f -c -o "$WORK/strace.txt" \
+    RUST_LOG=${BRIDGE_LOG:-warn} strace -f -c -o "$WORK/strace.txt" \
         "$BRIDGE" --config "$WORK/drain.toml" serve >"$WORK/drain.log" 2>&1 &
 elif [[ $PERF == 1 ]]; then
-    RUST_LOG=warn perf record -q -F "$FREQ" -g --call-graph dwarf,16384 -o "$WORK/perf.data" -- \
+    RUST_LOG=${BRIDGE_LOG:-warn} perf record -q -F "$FREQ" -g --call-graph dwarf,16384 -o "$WORK/perf.data" -- \
         "$BRIDGE" --config "$WORK/drain.toml" serve >"$WORK/drain.log" 2>&1 &
 else
-    RUST_LOG=warn "$BRIDGE" --config "$WORK/drain.toml" serve >"$WORK/drain.log" 2>&1 &
+    RUST_LOG=${BRIDGE_LOG:-warn} "$BRIDGE" --config "$WORK/drain.toml" serve >"$WORK/drain.log" 2>&1 &
 fi
 PID=$!
 wait_healthy "$port"
@@ -153,7 +179,7 @@ sample_memory() {
     ((file > file_peak)) && file_peak=$file
     return 0
 }
-until [[ $(inbox "$port") == "0 0" ]]; do
+until drained "$port"; do
     [[ $PERF == 1 || ${STRACE:-0} == 1 ]] || sample_memory "$PID"
     sleep 0.1
 done
