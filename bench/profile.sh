@@ -93,23 +93,24 @@ kind = "echo"
 EOF
 }
 
+# status PORT: GET /status, one line without spaces.
+status() {
+    curl -fsS --max-time 5 "http://127.0.0.1:$1/status" | tr -d ' \n'
+}
+
 # inbox PORT: "pending processing" from GET /status.
 inbox() {
-    curl -fsS --max-time 5 "http://127.0.0.1:$1/status" | tr -d ' \n' |
-        sed -n 's/.*"inbox":{"pending":\([0-9]*\),"processing":\([0-9]*\).*/\1 \2/p'
+    status "$1" | sed -n 's/.*"inbox":{"pending":\([0-9]*\),"processing":\([0-9]*\).*/\1 \2/p'
 }
 
-# turns PORT: "queued running" from GET /status.
-turns() {
-    curl -fsS --max-time 5 "http://127.0.0.1:$1/status" | tr -d ' \n' |
-        sed -n 's/.*"turns":{"queued":\([0-9]*\),"running":\([0-9]*\).*/\1 \2/p'
-}
-
-# drained PORT: the inbox is empty and, with MENTION=1, no turn is queued or running.
+# drained PORT: the inbox is empty and, with MENTION=1, no turn is queued or running
+# (one read of GET /status).
 drained() {
-    [[ $(inbox "$1") == "0 0" ]] || return 1
+    local body
+    body=$(status "$1") || return 1
+    [[ $body == *'"inbox":{"pending":0,"processing":0'* ]] || return 1
     [[ ${MENTION:-0} == 1 ]] || return 0
-    [[ $(turns "$1") == "0 0" ]]
+    [[ $body == *'"turns":{"queued":0,"running":0'* ]]
 }
 
 wait_healthy() {

@@ -123,7 +123,10 @@ mod tests {
             .expect("migrate");
         let options = crate::store::SqliteStore::options(&url).expect("options");
         let writer = InboxWriter::default();
-        let q = inbox_sql::insert_inbox(1, false);
+        let q = inbox_sql::insert_inbox(
+            1,
+            <sqlx::Sqlite as crate::store::sql::dialect::Dialect>::NUMBERED,
+        );
         let rows = writer.insert(&options, &q, &[&event("a")]).await;
         assert_eq!(rows.expect("stored").len(), 1);
 

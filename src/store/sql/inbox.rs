@@ -8,7 +8,7 @@ use sqlx::query::QueryAs;
 use super::{
     dialect::Dialect,
     inbox_depth::{DEPTH, DepthRow, depth_of},
-    rungs::{padded, rungs},
+    rungs::{Texts, padded, rungs},
     store::{SqlStore, Write},
     writes::values,
 };
@@ -305,7 +305,8 @@ impl<DB: Dialect> InboxStore for SqlStore<DB> {
         // before, or was there already), `RETURNING` names only rows that went in, and
         // [`outcomes`] reads the first occurrence of a key.
         let rows = padded(events);
-        let q = insert_inbox(rows.len(), DB::NUMBERED);
+        static TEXTS: Texts = Texts::new(insert_inbox);
+        let q = TEXTS.get(rows.len(), DB::NUMBERED);
         self.bounded(async {
             let inserted = self.write_inbox(&q, &rows).await?;
             Ok(outcomes(events, inserted))

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use super::{
     dialect::Dialect,
     feed,
-    rungs::rungs,
+    rungs::{Texts, rungs},
     store::Write,
     writes::{insert_events, insert_turn, insert_verdicts, upsert_names, upsert_session_within},
 };
@@ -78,7 +78,8 @@ async fn insert_verdicts_within<DB: Dialect>(
 ) -> Result<HashSet<(String, String)>, StoreError> {
     let mut fresh = HashSet::new();
     for chunk in rungs(verdicts) {
-        let q = insert_verdicts(chunk.len(), DB::NUMBERED);
+        static TEXTS: Texts = Texts::new(insert_verdicts);
+        let q = TEXTS.get(chunk.len(), DB::NUMBERED);
         let mut query = sqlx::query_as::<_, (String, String)>(&q);
         for v in chunk {
             query = query
@@ -132,7 +133,8 @@ async fn upsert_names_within<DB: Dialect>(
     names: &[NameRow<'_>],
 ) -> Result<(), StoreError> {
     for chunk in rungs(names) {
-        let q = upsert_names(chunk.len(), DB::NUMBERED);
+        static TEXTS: Texts = Texts::new(upsert_names);
+        let q = TEXTS.get(chunk.len(), DB::NUMBERED);
         let mut query = sqlx::query(&q);
         for (profile, open_id, name, at) in chunk {
             query = query.bind(*profile).bind(*open_id).bind(*name).bind(*at);

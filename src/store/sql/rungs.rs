@@ -5,6 +5,8 @@
 //! parsed and planned again for every batch. A statement that must stay one is padded
 //! to the next of those counts instead.
 
+use std::{borrow::Cow, sync::OnceLock};
+
 /// The row counts, largest first: a run of `n` rows takes one statement per 256 rows
 /// and one per set bit of the rest, so a full claim (`worker.batch`, 256 by default)
 /// takes one. The largest, 256 rows of the widest insert (17 columns), stays far under
@@ -35,9 +37,44 @@ pub(crate) fn padded<T>(rows: &[T]) -> Vec<&T> {
     out
 }
 
+/// A statement's texts for each of [`COUNTS`], written once per process and per
+/// placeholder style (`numbered`: `$n`, else `?`) by `build(rows, numbered)`; a run over
+/// the largest count (an unpadded group commit) gets a text of its own. Keeps the
+/// writing of thousands of placeholders off every batch.
+pub(crate) struct Texts {
+    build: fn(usize, bool) -> String,
+    numbered: OnceLock<Vec<String>>,
+    anonymous: OnceLock<Vec<String>>,
+}
+
+impl Texts {
+    /// The texts `build` writes, none written yet.
+    pub(crate) const fn new(build: fn(usize, bool) -> String) -> Self {
+        Self {
+            build,
+            numbered: OnceLock::new(),
+            anonymous: OnceLock::new(),
+        }
+    }
+
+    /// The text for `rows` rows.
+    pub(crate) fn get(&self, rows: usize, numbered: bool) -> Cow<'_, str> {
+        let Some(at) = COUNTS.iter().position(|&c| c == rows) else {
+            return Cow::Owned((self.build)(rows, numbered));
+        };
+        let texts = if numbered {
+            &self.numbered
+        } else {
+            &self.anonymous
+        };
+        let texts = texts.get_or_init(|| COUNTS.map(|c| (self.build)(c, numbered)).to_vec());
+        Cow::Borrowed(&texts[at])
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{COUNTS, rungs};
+    use super::{COUNTS, Texts, rungs};
 
     fn lengths(n: usize) -> Vec<usize> {
         let rows: Vec<usize> = (0..n).collect();
@@ -45,6 +82,19 @@ mod tests {
         // Every row once, in order.
         assert_eq!(pieces.concat(), rows);
         pieces.iter().map(|p| p.len()).collect()
+    }
+
+    #[test]
+    fn each_count_s_text_is_written_once_and_any_other_length_as_asked() {
+        fn build(rows: usize, numbered: bool) -> String {
+            format!("{rows}{}", if numbered { "$" } else { "?" })
+        }
+        let texts = Texts::new(build);
+        assert_eq!(texts.get(32, true), "32$");
+        assert_eq!(texts.get(32, false), "32?");
+        let first = texts.get(256, false);
+        assert!(std::ptr::eq(first.as_ptr(), texts.get(256, false).as_ptr()));
+        assert!(matches!(texts.get(300, true), std::borrow::Cow::Owned(t) if t == "300$"));
     }
 
     #[test]

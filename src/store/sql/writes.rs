@@ -4,7 +4,11 @@
 
 use std::collections::HashMap;
 
-use super::{dialect::Dialect, rungs::rungs, store::Write};
+use super::{
+    dialect::Dialect,
+    rungs::{Texts, rungs},
+    store::Write,
+};
 use crate::{
     store::{NewDecision, NewSession, NewTurn, NewVerdict, SessionRow, StoreError},
     util::UnixMs,
@@ -44,7 +48,8 @@ async fn insert_records<DB: Dialect>(
 ) -> Result<HashMap<EventKey, i64>, StoreError> {
     let mut ids = HashMap::new();
     for chunk in rungs(events) {
-        let q = insert_events_rows(chunk.len(), DB::NUMBERED);
+        static TEXTS: Texts = Texts::new(insert_events_rows);
+        let q = TEXTS.get(chunk.len(), DB::NUMBERED);
         let mut query = sqlx::query_as::<_, (i64, String, String, String)>(&q);
         for e in chunk {
             query = query
@@ -79,7 +84,8 @@ async fn insert_items<DB: Dialect>(
     items: &[(i64, &NewItem, UnixMs)],
 ) -> Result<(), StoreError> {
     for chunk in rungs(items) {
-        let q = insert_items_rows(chunk.len(), DB::NUMBERED);
+        static TEXTS: Texts = Texts::new(insert_items_rows);
+        let q = TEXTS.get(chunk.len(), DB::NUMBERED);
         let mut query = sqlx::query(&q);
         for (id, item, at) in chunk {
             query = query
