@@ -4,8 +4,8 @@
 # through the webhook with the worker off, then drained by a release bridge with the
 # worker on — under `perf record` when perf is at hand. Prints the drain's time, the
 # bridge's CPU per event (user and system, from /proc), its peak memory (anonymous and
-# file-backed, sampled when neither perf nor strace runs), and perf's summary by shared
-# object and by symbol.
+# file-backed, sampled when neither perf nor strace runs), its threads' context switches
+# per event, and perf's summary by shared object and by symbol.
 #
 #   bash bench/profile.sh              # 20,000 events, SQLite
 #   N=50000 PERF=0 bash bench/profile.sh
@@ -190,6 +190,12 @@ bridge=$PID
 [[ $PERF == 1 || ${STRACE:-0} == 1 ]] && bridge=$(pgrep -P "$PID" | head -n1)
 read -r utime stime < <(awk '{ print $14, $15 }' "/proc/$bridge/stat")
 peak=$(awk '$1 == "VmHWM:" { printf "%.1f", $2 / 1024 }' "/proc/$bridge/status")
+# Context switches of the bridge's threads alive at the end (its runtime's workers and
+# each database connection's thread; short-lived blocking threads are not counted).
+read -r vol invol threads < <(cat /proc/"$bridge"/task/*/status 2>/dev/null | awk '
+    $1 == "voluntary_ctxt_switches:" { v += $2; n++ }
+    $1 == "nonvoluntary_ctxt_switches:" { i += $2 }
+    END { print v + 0, i + 0, n + 0 }')
 tick=$(getconf CLK_TCK)
 kill -TERM "$bridge"
 wait "$PID" 2>/dev/null || true
@@ -202,6 +208,10 @@ awk -v u="$utime" -v s="$stime" -v t="$tick" -v n="$N" 'BEGIN {
         (u + s) * 1e6 / t / n, u * 1e6 / t / n, s * 1e6 / t / n
 }'
 echo "bridge peak RSS (VmHWM): $peak MiB"
+awk -v v="$vol" -v i="$invol" -v t="$threads" -v n="$N" 'BEGIN {
+    printf "context switches per event (%d threads alive at the end): %.1f voluntary, %.1f involuntary\n",
+        t, v / n, i / n
+}'
 if [[ -n ${PG:-} ]] && ((pg_end > pg_start)); then
     awk -v d="$((pg_end - pg_start))" -v t="$tick" -v n="$N" 'BEGIN {
         printf "Postgres server CPU per event (its processes on this machine, during the drain): %.0f µs\n", d * 1e6 / t / n

@@ -71,6 +71,10 @@ pub use outbound::{NewOutbound, OutboundRow, OutboundStore, ReplyKind};
 pub use postgres::PgStore;
 use secrecy::ExposeSecret;
 pub use sessions::{NewSession, SessionReset, SessionRow, SessionStore};
+/// The claim's look-up of free chats, as the store runs it (for the plan checks of the
+/// conformance tests).
+#[doc(hidden)]
+pub use sql::inbox::lanes as free_chats_query;
 pub use sqlite::SqliteStore;
 pub use timeline::{DecisionRef, ThreadOf, ThreadSummary, TimelineEvent, TimelineStore};
 pub use turn_events::{AppendOutcome, NewTurnEvent, TurnEventLimits, TurnEventRow, TurnEventStore};

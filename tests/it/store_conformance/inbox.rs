@@ -5,7 +5,7 @@ use std::sync::Arc;
 use feishu_bridge::{
     store::{
         ClaimLimits, Finish, InboxCounts, InboxEvent, InboxStatus, InsertOutcome, NewInboxEvent,
-        Store,
+        Store, free_chats_query,
     },
     util::UnixMs,
 };
@@ -710,4 +710,57 @@ async fn claims_go_round(db: TestDb) {
 both_backends!(
     claims_go_round_the_chats_so_a_backlog_does_not_starve_a_quiet_chat,
     claims_go_round
+);
+
+/// The rows the scan of lanes emitted, from Postgres's `EXPLAIN ANALYZE` of a claim's
+/// look-up of free chats (`$1` now, `$2` chats to look at, `$3` chats wanted).
+async fn chats_looked_at(db: &TestDb, wanted: i64) -> i64 {
+    let q = free_chats_query(false)
+        .replace("$1", "2000")
+        .replace("$2", "1024")
+        .replace("$3", &wanted.to_string());
+    let plan = db.plan(&format!("(ANALYZE, COSTS OFF) {q}")).await;
+    let line = plan
+        .lines()
+        .find(|l| l.contains("CTE Scan on lanes"))
+        .unwrap_or_else(|| panic!("no scan of the lanes in the plan:\n{plan}"));
+    let rows = line
+        .split("rows=")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok());
+    rows.unwrap_or_else(|| panic!("no row count in {line:?}"))
+}
+
+async fn claims_look_at_what_they_take(db: TestDb) {
+    let s = open(&db).await;
+    // Forty chats of two events each.
+    let batch: Vec<_> = (0..80)
+        .map(|i| in_chat(&format!("e{i:02}"), &format!("oc_{:02}", i % 40)))
+        .collect();
+    s.insert_inbox_batch(&batch).await.expect("insert");
+    let limits = ClaimLimits {
+        chats: 2,
+        per_chat: 1,
+    };
+    let mut taken = Vec::new();
+    for _ in 0..2 {
+        let got = s
+            .claim_inbox("me", UnixMs(2_000), 60_000, limits, None)
+            .await
+            .expect("claim");
+        taken.extend(got.into_iter().map(|e| e.event.event_id));
+    }
+    // The lowest free chats, whatever the plan: the two in hand are passed over.
+    assert_eq!(taken, ["e00", "e01", "e02", "e03"]);
+    if db.kind == Kind::Postgres {
+        db.exec(&["ANALYZE inbox_events"]).await;
+        // Four chats in hand (each with an event still pending), two wanted: the look-up
+        // stops at the sixth chat of forty.
+        assert_eq!(chats_looked_at(&db, 2).await, 6);
+    }
+}
+both_backends!(
+    a_claim_looks_at_only_the_chats_it_takes_in_key_order,
+    claims_look_at_what_they_take
 );
