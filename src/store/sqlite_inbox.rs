@@ -96,7 +96,10 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{InboxStatus, sql::inbox as inbox_sql};
+    use crate::store::{
+        InboxStatus,
+        sql::{dialect::Dialect, inbox as inbox_sql},
+    };
 
     fn event(id: &str) -> NewInboxEvent {
         NewInboxEvent {
@@ -123,10 +126,7 @@ mod tests {
             .expect("migrate");
         let options = crate::store::SqliteStore::options(&url).expect("options");
         let writer = InboxWriter::default();
-        let q = inbox_sql::insert_inbox(
-            1,
-            <sqlx::Sqlite as crate::store::sql::dialect::Dialect>::NUMBERED,
-        );
+        let q = inbox_sql::insert_inbox(1, sqlx::Sqlite::NUMBERED);
         let rows = writer.insert(&options, &q, &[&event("a")]).await;
         assert_eq!(rows.expect("stored").len(), 1);
 

@@ -71,10 +71,11 @@ const EXPIRE: &str = "UPDATE inbox_events \
 ///
 /// The scan yields chats in key order, and the limit is taken before the ordering, which
 /// only sorts what was found: Postgres stops at the first `$3` free chats. (SQLite's
-/// planner moves the ordering inside, which answers the same chats.) With the limit after
-/// the `ORDER BY`, every claim on Postgres looked at all `$2` chats, each look stepping
-/// over the index entries the chat's last batch left dead (claimed, then done) — at half
-/// a 100,000-event drain in 16 chats, 7,186 heap fetches and 36 ms for one claim.
+/// planner may move the ordering inside the limit; either way the answer is the `$3`
+/// free chats with the lowest keys.) With the limit after the `ORDER BY`, every claim on
+/// Postgres looked at all `$2` chats, each look stepping over the index entries the
+/// chat's last batch left dead (claimed, then done) — at half a 100,000-event drain in
+/// 16 chats, 7,186 heap fetches and 36 ms for one claim.
 pub fn lanes(after: bool) -> String {
     let first = if after { " AND chat_key > $4" } else { "" };
     format!(
